@@ -1,0 +1,30 @@
+#include <array>
+
+#include "wire/crc32.hpp"
+
+namespace wire {
+namespace {
+
+constexpr std::array<std::uint32_t, 256> make_table(std::uint32_t poly) {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ poly : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+constexpr auto kTable = make_table(0x82F63B78u);
+
+}  // namespace
+
+std::uint32_t crc32c_portable(std::span<const std::uint8_t> data, std::uint32_t prev) {
+  std::uint32_t c = ~prev;
+  for (std::uint8_t b : data) c = kTable[(c ^ b) & 0xFF] ^ (c >> 8);
+  return ~c;
+}
+
+std::uint32_t crc32c(std::span<const std::uint8_t> data, std::uint32_t prev) { return crc32c_portable(data, prev); }
+std::string_view crc32c_implementation() { return "portable"; }
+
+}  // namespace wire

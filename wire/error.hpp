@@ -1,0 +1,65 @@
+// Why untrusted bytes were refused. `check()` functions return one of these instead of
+// throwing or reading out of bounds; every code has a stable name for counters and JSON.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace wire {
+
+enum class Error : std::uint8_t {
+  truncated,          // fewer bytes than the headers declare or need
+  oversized,          // a length field larger than anything this codec accepts
+  bad_length,         // a length field disagrees with the bytes present (IP/UDP total length)
+  bad_header_length,  // IPv4 IHL below 5, or options beyond the datagram
+  bad_version,        // IP version, BTH TVer, DDP or RDMAP version not the one supported
+  bad_pad_count,      // BTH pad count larger than the payload it would strip
+  unknown_opcode,     // BTH opcode reserved in IBTA vol. 1 table 35, or RDMAP opcode unused
+  fragmented,         // IPv4 fragment: RoCEv2 never fragments (IBTA vol. 1 A17.4.3)
+  not_roce,           // a frame that is not RoCEv1 (0x8915) or RoCEv2 (UDP port 4791)
+  bad_mpa_key,        // MPA request/reply key is neither "MPA ID Req Frame" nor "...Rep Frame"
+  bad_mpa_marker,     // a marker's FPDU pointer does not point at an FPDU start (RFC 5044 s4.3)
+  bad_crc,            // a CRC that was checked did not match
+};
+
+constexpr std::string_view name(Error e) {
+  switch (e) {
+    case Error::truncated: return "truncated";
+    case Error::oversized: return "oversized";
+    case Error::bad_length: return "bad_length";
+    case Error::bad_header_length: return "bad_header_length";
+    case Error::bad_version: return "bad_version";
+    case Error::bad_pad_count: return "bad_pad_count";
+    case Error::unknown_opcode: return "unknown_opcode";
+    case Error::fragmented: return "fragmented";
+    case Error::not_roce: return "not_roce";
+    case Error::bad_mpa_key: return "bad_mpa_key";
+    case Error::bad_mpa_marker: return "bad_mpa_marker";
+    case Error::bad_crc: return "bad_crc";
+  }
+  return "unknown_error";
+}
+
+// A value or the reason there is none (std::expected arrives with C++23; this is the subset
+// the codecs need).
+template <typename T>
+class Result {
+ public:
+  constexpr Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  constexpr Result(Error e) : v_(e) {}                  // NOLINT: implicit by design
+
+  constexpr bool ok() const { return v_.index() == 0; }
+  constexpr explicit operator bool() const { return ok(); }
+  constexpr const T& value() const& { return std::get<0>(v_); }
+  constexpr T& value() & { return std::get<0>(v_); }
+  constexpr const T* operator->() const { return &std::get<0>(v_); }
+  constexpr const T& operator*() const { return std::get<0>(v_); }
+  constexpr Error error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+}  // namespace wire
