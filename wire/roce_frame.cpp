@@ -1,0 +1,180 @@
+#include "wire/roce_frame.hpp"
+
+#include <algorithm>
+
+#include "wire/ib_headers.hpp"
+#include "wire/inet_checksum.hpp"
+
+namespace wire {
+namespace {
+
+
+template <typename A>
+A read_address(const std::uint8_t* p) {
+  A a{};
+  std::copy_n(p, a.size(), a.begin());
+  return a;
+}
+
+}  // namespace
+
+Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
+  const auto eth = EthernetView::check(frame);
+  if (!eth) return eth.error();
+  const std::span<const std::uint8_t> l3 = eth->payload();
+
+  switch (eth->type()) {
+    case ethertype::rocev1: {
+      if (l3.size() < Grh::length) return Error::truncated;
+      if (Grh::ip_version::get(l3.data()) != 6) return Error::bad_version;
+      if (Grh::next_header::get(l3.data()) != Grh::next_header_ib) return Error::not_roce;
+      const std::size_t paylen = Grh::payload_length::get(l3.data());
+      if (Grh::length + paylen > l3.size()) return Error::truncated;
+      const auto ib = IbPacket::check(l3.subspan(Grh::length, paylen));
+      if (!ib) return ib.error();
+      return RoceFrame(*eth, Encapsulation::rocev1, l3.first(Grh::length), {}, *ib);
+    }
+    case ethertype::ipv4: {
+      const auto ip = Ipv4View::check(l3);
+      if (!ip) return ip.error();
+      if (ip->protocol() != ip_proto::udp) return Error::not_roce;
+      // RoCEv2 packets are sent with DF and never fragmented (annex A17.4.3).
+      if (ip->is_fragment()) return Error::fragmented;
+      const auto udp = UdpView::check(ip->payload());
+      if (!udp) return udp.error();
+      if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
+      const auto ib = IbPacket::check(udp->payload());
+      if (!ib) return ib.error();
+      return RoceFrame(*eth, Encapsulation::rocev2_ipv4, ip->header(), udp->datagram().first(Udp::length), *ib);
+    }
+    case ethertype::ipv6: {
+      const auto ip = Ipv6View::check(l3);
+      if (!ip) return ip.error();
+      if (ip->next_header() != ip_proto::udp) return Error::not_roce;
+      const auto udp = UdpView::check(ip->payload());
+      if (!udp) return udp.error();
+      if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
+      const auto ib = IbPacket::check(udp->payload());
+      if (!ib) return ib.error();
+      return RoceFrame(*eth, Encapsulation::rocev2_ipv6, ip->header(), udp->datagram().first(Udp::length), *ib);
+    }
+    default: return Error::not_roce;
+  }
+}
+
+std::uint32_t RoceFrame::computed_icrc() const {
+  constexpr NetworkHeader kinds[] = {NetworkHeader::grh, NetworkHeader::ipv4, NetworkHeader::ipv6};
+  return compute_icrc(kinds[static_cast<std::size_t>(encap_)], network_, udp_, ib_.covered());
+}
+
+std::size_t RoceFrameRepr::buffer_len() const {
+  const std::size_t net = std::holds_alternative<Ipv4Repr>(network) ? Ipv4::min_length : Ipv6::length;
+  const std::size_t udp = std::holds_alternative<GrhRepr>(network) ? 0 : Udp::length;
+  return ethernet.header_length() + net + udp + ib.buffer_len();
+}
+
+std::size_t RoceFrameRepr::emit(std::uint8_t* out) const {
+  const std::size_t ib_len = ib.buffer_len();
+  const std::size_t udp_len = Udp::length + ib_len;
+  std::uint8_t* net = out + ethernet.header_length();
+  std::uint8_t* udp = nullptr;
+  NetworkHeader kind = NetworkHeader::ipv4;
+  std::size_t net_len = 0;
+
+  if (const auto* v4 = std::get_if<Ipv4Repr>(&network)) {
+    ethernet.emit(out, ethertype::ipv4);
+    Ipv4Repr ip = *v4;
+    ip.protocol = ip_proto::udp;
+    ip.emit(net, udp_len);
+    net_len = Ipv4::min_length;
+  } else if (const auto* v6 = std::get_if<Ipv6Repr>(&network)) {
+    ethernet.emit(out, ethertype::ipv6);
+    Ipv6Repr ip = *v6;
+    ip.next_header = ip_proto::udp;
+    ip.emit(net, udp_len);
+    kind = NetworkHeader::ipv6;
+    net_len = Ipv6::length;
+  } else {
+    const auto& g = std::get<GrhRepr>(network);
+    ethernet.emit(out, ethertype::rocev1);
+    Ipv6Repr as_ipv6{g.sgid, g.dgid, Grh::next_header_ib, g.traffic_class, g.flow_label, g.hop_limit};
+    as_ipv6.emit(net, ib_len);  // the GRH has the IPv6 layout (IBTA vol. 1 s8.3)
+    kind = NetworkHeader::grh;
+    net_len = Grh::length;
+  }
+
+  std::uint8_t* ib_out = net + net_len;
+  if (kind != NetworkHeader::grh) {
+    udp = net + net_len;
+    Udp::src_port::set(udp, src_port);
+    Udp::dst_port::set(udp, dst_port);
+    Udp::total_length::set(udp, udp_len);
+    Udp::checksum::set(udp, 0);
+    ib_out = udp + Udp::length;
+  }
+
+  ib.emit(ib_out);
+  const std::span<const std::uint8_t> covered{ib_out, ib_len - kIcrcLength};
+  const std::span<const std::uint8_t> udp_span = udp ? std::span<const std::uint8_t>{udp, Udp::length} : std::span<const std::uint8_t>{};
+  store_icrc(ib_out + ib_len - kIcrcLength, compute_icrc(kind, {net, net_len}, udp_span, covered));
+
+  // The UDP checksum covers the ICRC, so it comes last. A computed zero is sent as 0xFFFF
+  // (RFC 768).
+  if (udp && (udp_checksum || kind == NetworkHeader::ipv6)) {
+    const std::size_t addr_len = kind == NetworkHeader::ipv4 ? 4 : 16;
+    const std::size_t src_off = kind == NetworkHeader::ipv4 ? 12 : Ipv6::src_offset;
+    const std::uint32_t pseudo = pseudo_header_sum({net + src_off, addr_len}, {net + src_off + addr_len, addr_len},
+                                                   ip_proto::udp, static_cast<std::uint32_t>(udp_len));
+    const std::uint16_t sum = inet_fold(inet_sum({udp, udp_len}, pseudo));
+    Udp::checksum::set(udp, sum == 0 ? 0xFFFF : sum);
+  }
+  return buffer_len();
+}
+
+RoceFrameRepr RoceFrameRepr::parse(const RoceFrame& f) {
+  RoceFrameRepr r;
+  r.ethernet = EthernetRepr::parse(f.ethernet());
+  const std::uint8_t* n = f.network_header().data();
+  switch (f.encapsulation()) {
+    case Encapsulation::rocev2_ipv4: {
+      Ipv4Repr ip;
+      ip.src = read_address<Ipv4Address>(n + 12);
+      ip.dst = read_address<Ipv4Address>(n + 16);
+      ip.tos = Ipv4::tos::get(n);
+      ip.ttl = Ipv4::ttl::get(n);
+      ip.identification = Ipv4::identification::get(n);
+      ip.dont_fragment = Ipv4::dont_fragment::get(n);
+      r.network = ip;
+      break;
+    }
+    case Encapsulation::rocev2_ipv6: {
+      Ipv6Repr ip;
+      ip.src = read_address<Ipv6Address>(n + Ipv6::src_offset);
+      ip.dst = read_address<Ipv6Address>(n + Ipv6::dst_offset);
+      ip.traffic_class = static_cast<std::uint8_t>(Ipv6::traffic_class::get(n));
+      ip.flow_label = Ipv6::flow_label::get(n);
+      ip.hop_limit = Ipv6::hop_limit::get(n);
+      r.network = ip;
+      break;
+    }
+    case Encapsulation::rocev1: {
+      GrhRepr g;
+      g.sgid = read_address<Ipv6Address>(n + Grh::sgid_offset);
+      g.dgid = read_address<Ipv6Address>(n + Grh::dgid_offset);
+      g.traffic_class = static_cast<std::uint8_t>(Grh::traffic_class::get(n));
+      g.flow_label = Grh::flow_label::get(n);
+      g.hop_limit = Grh::hop_limit::get(n);
+      r.network = g;
+      break;
+    }
+  }
+  if (!f.udp_header().empty()) {
+    r.src_port = Udp::src_port::get(f.udp_header().data());
+    r.dst_port = Udp::dst_port::get(f.udp_header().data());
+    r.udp_checksum = Udp::checksum::get(f.udp_header().data()) != 0;
+  }
+  r.ib = IbRepr::parse(f.ib());
+  return r;
+}
+
+}  // namespace wire
