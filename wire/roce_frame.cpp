@@ -9,6 +9,16 @@ namespace wire {
 namespace {
 
 
+// The UDP checksum (RFC 768 / RFC 8200 s8.1) of `datagram`, whose checksum field reads 0.
+std::uint16_t udp_checksum_of(std::span<const std::uint8_t> ip_header, std::span<const std::uint8_t> datagram) {
+  const bool v4 = Ipv4::version::get(ip_header.data()) == 4;
+  const std::size_t addr_len = v4 ? 4 : 16;
+  const std::size_t src = v4 ? 12 : Ipv6::src_offset;
+  const std::uint32_t pseudo = pseudo_header_sum(ip_header.subspan(src, addr_len), ip_header.subspan(src + addr_len, addr_len),
+                                                 ip_proto::udp, static_cast<std::uint32_t>(datagram.size()));
+  return inet_fold(inet_sum(datagram, pseudo));
+}
+
 template <typename A>
 A read_address(const std::uint8_t* p) {
   A a{};
@@ -18,7 +28,7 @@ A read_address(const std::uint8_t* p) {
 
 }  // namespace
 
-Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
+Result<RoceLayers> RoceLayers::locate(std::span<const std::uint8_t> frame) {
   const auto eth = EthernetView::check(frame);
   if (!eth) return eth.error();
   const std::span<const std::uint8_t> l3 = eth->payload();
@@ -30,9 +40,7 @@ Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
       if (Grh::next_header::get(l3.data()) != Grh::next_header_ib) return Error::not_roce;
       const std::size_t paylen = Grh::payload_length::get(l3.data());
       if (Grh::length + paylen > l3.size()) return Error::truncated;
-      const auto ib = IbPacket::check(l3.subspan(Grh::length, paylen));
-      if (!ib) return ib.error();
-      return RoceFrame(*eth, Encapsulation::rocev1, l3.first(Grh::length), {}, *ib);
+      return RoceLayers{*eth, Encapsulation::rocev1, l3.first(Grh::length), {}, l3.subspan(Grh::length, paylen)};
     }
     case ethertype::ipv4: {
       const auto ip = Ipv4View::check(l3);
@@ -43,9 +51,7 @@ Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
       const auto udp = UdpView::check(ip->payload());
       if (!udp) return udp.error();
       if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
-      const auto ib = IbPacket::check(udp->payload());
-      if (!ib) return ib.error();
-      return RoceFrame(*eth, Encapsulation::rocev2_ipv4, ip->header(), udp->datagram().first(Udp::length), *ib);
+      return RoceLayers{*eth, Encapsulation::rocev2_ipv4, ip->header(), udp->datagram().first(Udp::length), udp->payload()};
     }
     case ethertype::ipv6: {
       const auto ip = Ipv6View::check(l3);
@@ -54,12 +60,18 @@ Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
       const auto udp = UdpView::check(ip->payload());
       if (!udp) return udp.error();
       if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
-      const auto ib = IbPacket::check(udp->payload());
-      if (!ib) return ib.error();
-      return RoceFrame(*eth, Encapsulation::rocev2_ipv6, ip->header(), udp->datagram().first(Udp::length), *ib);
+      return RoceLayers{*eth, Encapsulation::rocev2_ipv6, ip->header(), udp->datagram().first(Udp::length), udp->payload()};
     }
     default: return Error::not_roce;
   }
+}
+
+Result<RoceFrame> RoceFrame::check(std::span<const std::uint8_t> frame) {
+  const auto layers = RoceLayers::locate(frame);
+  if (!layers) return layers.error();
+  const auto ib = IbPacket::check(layers->ib);
+  if (!ib) return ib.error();
+  return RoceFrame(layers->ethernet, layers->encapsulation, layers->network, layers->udp, *ib);
 }
 
 std::uint32_t RoceFrame::computed_icrc() const {
@@ -120,12 +132,10 @@ std::size_t RoceFrameRepr::emit(std::uint8_t* out) const {
 
   // The UDP checksum covers the ICRC, so it comes last. A computed zero is sent as 0xFFFF
   // (RFC 768).
-  if (udp && (udp_checksum || kind == NetworkHeader::ipv6)) {
-    const std::size_t addr_len = kind == NetworkHeader::ipv4 ? 4 : 16;
-    const std::size_t src_off = kind == NetworkHeader::ipv4 ? 12 : Ipv6::src_offset;
-    const std::uint32_t pseudo = pseudo_header_sum({net + src_off, addr_len}, {net + src_off + addr_len, addr_len},
-                                                   ip_proto::udp, static_cast<std::uint32_t>(udp_len));
-    const std::uint16_t sum = inet_fold(inet_sum({udp, udp_len}, pseudo));
+  if (udp && udp_checksum == UdpChecksum::verbatim) {
+    Udp::checksum::set(udp, udp_checksum_value);
+  } else if (udp && (udp_checksum == UdpChecksum::computed || kind == NetworkHeader::ipv6)) {
+    const std::uint16_t sum = udp_checksum_of({net, net_len}, {udp, udp_len});
     Udp::checksum::set(udp, sum == 0 ? 0xFFFF : sum);
   }
   return buffer_len();
@@ -169,9 +179,20 @@ RoceFrameRepr RoceFrameRepr::parse(const RoceFrame& f) {
     }
   }
   if (!f.udp_header().empty()) {
-    r.src_port = Udp::src_port::get(f.udp_header().data());
-    r.dst_port = Udp::dst_port::get(f.udp_header().data());
-    r.udp_checksum = Udp::checksum::get(f.udp_header().data()) != 0;
+    const std::uint8_t* u = f.udp_header().data();
+    r.src_port = Udp::src_port::get(u);
+    r.dst_port = Udp::dst_port::get(u);
+    // A checksum over the datagram including its own field folds to zero when right.
+    const std::size_t udp_len = Udp::total_length::get(u);
+    const std::uint16_t wire_sum = Udp::checksum::get(u);
+    if (wire_sum == 0) {
+      r.udp_checksum = UdpChecksum::zero;
+    } else if (udp_checksum_of(f.network_header(), {u, udp_len}) == 0) {
+      r.udp_checksum = UdpChecksum::computed;
+    } else {
+      r.udp_checksum = UdpChecksum::verbatim;
+      r.udp_checksum_value = wire_sum;
+    }
   }
   r.ib = IbRepr::parse(f.ib());
   return r;

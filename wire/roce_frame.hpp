@@ -22,8 +22,21 @@ namespace wire {
 
 enum class Encapsulation : std::uint8_t { rocev1, rocev2_ipv4, rocev2_ipv6 };
 
+// The layers of a RoCE frame down to the start of the BTH, found and length-checked but with
+// the IB part not yet judged.
+struct RoceLayers {
+  EthernetView ethernet;
+  Encapsulation encapsulation;
+  std::span<const std::uint8_t> network;  // IPv4 header, IPv6 fixed header or GRH
+  std::span<const std::uint8_t> udp;      // empty for RoCEv1
+  std::span<const std::uint8_t> ib;       // BTH through ICRC
+
+  static Result<RoceLayers> locate(std::span<const std::uint8_t> frame);
+};
+
 class RoceFrame {
  public:
+  // RoceLayers::locate() and then IbPacket::check() on what it found.
   static Result<RoceFrame> check(std::span<const std::uint8_t> frame);
 
   Encapsulation encapsulation() const { return encap_; }
@@ -63,8 +76,12 @@ struct RoceFrameRepr {
   std::uint16_t src_port = 0xC000;
   std::uint16_t dst_port = kRoceV2Port;
   // IPv4 may send a zero UDP checksum, as Linux rxe does; IPv6 requires one (RFC 8200
-  // s8.1). With false the field is zero; with true it is computed over the whole datagram.
-  bool udp_checksum = false;
+  // s8.1), so `zero` is only honoured over IPv4. `verbatim` writes `udp_checksum_value` as
+  // it is: captures taken on a sending host hold partial checksums (offload artefacts), and
+  // rebuilding such a frame byte-exactly needs them.
+  enum class UdpChecksum : std::uint8_t { zero, computed, verbatim };
+  UdpChecksum udp_checksum = UdpChecksum::zero;
+  std::uint16_t udp_checksum_value = 0;
   IbRepr ib;
 
   Encapsulation encapsulation() const { return static_cast<Encapsulation>(network.index() == 2 ? 0 : network.index() + 1); }

@@ -1,0 +1,39 @@
+// softrdma: the command-line tool. Each subcommand lives in its own file.
+#include <cstdio>
+#include <cstring>
+
+#include "tools/softrdma/dump_command.hpp"
+#include "tools/softrdma/synth_command.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: softrdma COMMAND [ARGS]\n"
+    "\n"
+    "softrdma is a userspace software RDMA device (RoCEv2 over UDP, iWARP over TCP).\n"
+    "\n"
+    "Commands:\n"
+    "  dump FILE      decode a pcap/pcapng capture of RoCE or iWARP traffic\n"
+    "  synth FILE     write a capture of every RoCE opcode built by softrdma's own builders\n"
+    "  help           this text\n"
+    "  version        print the version\n"
+    "\n"
+    "Run 'softrdma COMMAND --help' for a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const char* cmd = argv[1];
+  if (!std::strcmp(cmd, "version") || !std::strcmp(cmd, "--version")) {
+    std::puts("softrdma " SOFTRDMA_VERSION);
+    return 0;
+  }
+  if (!std::strcmp(cmd, "dump")) return softrdma::dump::dump_main(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "synth")) return softrdma::synth::synth_main(argc - 1, argv + 1);
+  std::fprintf(stderr, "softrdma: unknown command '%s'\n%s", cmd, kUsage);
+  return 2;
+}
