@@ -16,6 +16,7 @@ Result<IbPacket> IbPacket::check(std::span<const std::uint8_t> bytes) {
   const std::size_t pad = Bth::pad_count::get(bytes.data());
   if (!oi.is(OpFlag::payload) && payload_with_pad != 0) return Error::bad_length;
   if (pad > payload_with_pad) return Error::bad_pad_count;
+  if (payload_with_pad - pad > kMaxPayload) return Error::oversized;
   if (payload_with_pad % 4 != 0) return Error::bad_length;
   return IbPacket(bytes, payload_with_pad);
 }

@@ -18,13 +18,16 @@
 namespace wire {
 
 inline constexpr std::size_t kIcrcLength = 4;
+// The largest path MTU, and so the largest payload of one packet (IBTA vol. 1 s7.7.8).
+inline constexpr std::size_t kMaxPayload = 4096;
 
 class IbPacket {
  public:
   // Rules enforced (IBTA vol. 1): the opcode is defined (s9.2.1 table 35); TVer is 0
   // (s9.2.6); the headers the opcode implies fit; the pad count does not exceed the payload
   // and header+payload+pad is a multiple of 4 (s9.2.4: "the packet length shall be a
-  // multiple of 4 bytes"); opcodes without payload carry none (s9.4).
+  // multiple of 4 bytes"); opcodes without payload carry none (s9.4); no payload exceeds
+  // the largest path MTU. Whether a payload fits the QP's own MTU is the responder's check.
   static Result<IbPacket> check(std::span<const std::uint8_t> bytes);
 
   const std::uint8_t* bth() const { return bytes_.data(); }
