@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test softrdma has: the warnings-as-errors
+# build with ctest, the same tests under AddressSanitizer + UndefinedBehaviorSanitizer, and
+# each libFuzzer target for a bounded time. Exits non-zero on the first failure.
+#
+# Environment: FUZZ_SECONDS (per target, default 30), JOBS (default: nproc).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+JOBS=${JOBS:-$(nproc)}
+step() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS"; }
+
+step "install dependencies"
+scripts/install-deps.sh
+
+step "build (gcc, warnings as errors)"
+cmake -S . -B build/ci -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_WERROR=ON >/dev/null
+cmake --build build/ci -j "$JOBS"
+
+step "tests"
+(cd build/ci && ctest --output-on-failure -j "$JOBS")
+
+step "build (ASan + UBSan)"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_WERROR=ON -DSOFTRDMA_SANITIZE=ON >/dev/null
+cmake --build build/asan -j "$JOBS"
+
+step "tests under ASan + UBSan"
+(cd build/asan && ctest --output-on-failure -j "$JOBS")
+
+step "fuzz every parser for ${FUZZ_SECONDS}s each (clang libFuzzer)"
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DSOFTRDMA_FUZZ=ON >/dev/null
+targets=$(cd tests/fuzz/corpus && ls)
+cmake --build build/fuzz -j "$JOBS" --target $(printf 'fuzz_%s ' $targets)
+for t in $targets; do
+  work=$(mktemp -d)
+  # New inputs go to a scratch folder; the kept corpus (and any crasher added to it) is only
+  # read. A crash writes crash-* here and fails the run.
+  if ! build/fuzz/tests/fuzz/fuzz_"$t" -max_total_time="$FUZZ_SECONDS" -print_final_stats=0 \
+      -artifact_prefix="build/fuzz/crash-$t-" "$work" "tests/fuzz/corpus/$t" 2> "build/fuzz/$t.log"; then
+    tail -n 30 "build/fuzz/$t.log"
+    echo "fuzz_$t found a crash: see build/fuzz/crash-$t-*; add it to tests/fuzz/corpus/$t once fixed"
+    exit 1
+  fi
+  echo "fuzz_$t: $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "build/fuzz/$t.log" | tail -n 1)"
+  rm -rf "$work"
+done
+
+step "all passed"
