@@ -57,8 +57,9 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
       case FrameKind::malformed: {
         // The manifest's headers-only DC captures: ConnectX's Dynamically Connected transport
         // reuses the RD opcode space (0x40-0x5F) with its own, unpublished extension headers,
-        // so IBTA's RD layout cannot match their lengths. Counted, not failed.
-        if (parse == "headers-only" && j.error == wire::Error::bad_length &&
+        // so IBTA's RD layout cannot match their lengths (too long for an RD ACK, or over
+        // 4096 payload bytes once DC's headers are counted as payload). Counted, not failed.
+        if (parse == "headers-only" && (j.error == wire::Error::bad_length || j.error == wire::Error::oversized) &&
             wire::transport_of(wire::opcode(static_cast<std::uint8_t>(j.claimed_opcode))) == wire::Transport::rd) {
           ++vendor_dc;
           continue;
