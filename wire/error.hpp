@@ -22,6 +22,7 @@ enum class Error : std::uint8_t {
   bad_mpa_key,        // MPA request/reply key is neither "MPA ID Req Frame" nor "...Rep Frame"
   bad_mpa_marker,     // a marker's FPDU pointer does not point at an FPDU start (RFC 5044 s4.3)
   bad_crc,            // a CRC that was checked did not match
+  bad_buffer_model,   // DDP tagged flag or queue number not the one the RDMAP opcode uses (RFC 5040 s4.2)
 };
 
 constexpr std::string_view name(Error e) {
@@ -38,6 +39,7 @@ constexpr std::string_view name(Error e) {
     case Error::bad_mpa_key: return "bad_mpa_key";
     case Error::bad_mpa_marker: return "bad_mpa_marker";
     case Error::bad_crc: return "bad_crc";
+    case Error::bad_buffer_model: return "bad_buffer_model";
   }
   return "unknown_error";
 }
