@@ -7,7 +7,8 @@
 // byte-identically from its parsed fields; with `headers-only` its headers must parse and
 // rebuild (the trailer is not trusted). ICRC_EXPECT: all-valid, all-invalid, truncated (the
 // cut packets get no verdict), invalid-frames:N,M. Frames that are not RoCE are counted, not
-// judged. Exit 0 pass, 1 fail, 77 skipped (ctest's SKIP_RETURN_CODE).
+// judged. iWARP files: every MPA frame and FPDU decodes. Exit 0 pass, 1 fail, 77 skipped
+// (ctest's SKIP_RETURN_CODE).
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "emulator/net/pcap_file.hpp"
+#include "tools/dump/iwarp_capture.hpp"
 #include "tools/softrdma/frame_judge.hpp"
 
 namespace {
@@ -85,7 +87,7 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
     std::printf("FAIL %s: read error: %s\n", file.c_str(), reader->error().c_str());
     return kFail;
   }
-  if (roce == 0 && truncated == 0) fail("no RoCE packet in the file");
+  if (roce + truncated + vendor_dc == 0) fail("no RoCE packet in the file");
   if (icrc_expect == "truncated" && truncated == 0) fail("manifest says truncated, no packet is");
   std::printf("%s %s: frames=%llu roce=%llu icrc_ok=%llu icrc_bad=%llu truncated=%llu vendor_dc=%llu other=%llu\n",
               failures ? "FAIL" : "PASS", file.c_str(), static_cast<unsigned long long>(frame),
@@ -93,6 +95,30 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
               static_cast<unsigned long long>(icrc_bad), static_cast<unsigned long long>(truncated),
               static_cast<unsigned long long>(vendor_dc), static_cast<unsigned long long>(other));
   return failures ? kFail : kPass;
+}
+
+// iWARP files: every MPA frame and FPDU decodes (tests/wire/iwarp_capture_test.cpp holds
+// the frame-by-frame comparison with tshark), with no error item and nothing left unread.
+int check_iwarp(const std::string& file) {
+  const auto result = softrdma::dump::decode_iwarp_capture(file);
+  std::uint64_t mpa = 0, fpdus = 0, errors = 0;
+  for (const auto& f : result.frames) {
+    switch (f.item.kind) {
+      case wire::iwarp::MpaItemKind::request:
+      case wire::iwarp::MpaItemKind::reply: ++mpa; break;
+      case wire::iwarp::MpaItemKind::fpdu: ++fpdus; break;
+      case wire::iwarp::MpaItemKind::error:
+        ++errors;
+        std::printf("  frame %llu: %s\n", static_cast<unsigned long long>(f.frame_number), f.item.describe().c_str());
+        break;
+    }
+  }
+  for (const auto& e : result.errors) std::printf("  %s\n", e.c_str());
+  const bool ok = errors == 0 && result.errors.empty() && mpa > 0 && fpdus > 0;
+  std::printf("%s %s: frames=%llu mpa=%llu fpdus=%llu errors=%llu\n", ok ? "PASS" : "FAIL", file.c_str(),
+              static_cast<unsigned long long>(result.packets), static_cast<unsigned long long>(mpa),
+              static_cast<unsigned long long>(fpdus), static_cast<unsigned long long>(errors + result.errors.size()));
+  return ok ? kPass : kFail;
 }
 
 }  // namespace
@@ -112,6 +138,7 @@ int main(int argc, char** argv) {
     return kSkip;
   }
   if (format == "rocev2" || format == "rocev1" || format == "mixed") return check_roce(file, icrc, parse);
+  if (format == "iwarp") return check_iwarp(file);
   std::printf("FAIL %s: unknown format '%s'\n", file.c_str(), format.c_str());
   return kFail;
 }

@@ -87,7 +87,8 @@ TEST_CASE("rxe golden captures: field values match what tshark shows", "[wire][r
   CHECK(a.msn == 1);
   CHECK(a.original_data == 5127106829878049394ull);
 
-  const auto ud = RoceFrame::check(read_frames("rxe-ud-pingpong.pcap")[0]);
+  const auto ud_frames = read_frames("rxe-ud-pingpong.pcap");  // the views below point into it
+  const auto ud = RoceFrame::check(ud_frames[0]);
   REQUIRE(ud.ok());
   const IbRepr u = IbRepr::parse(ud->ib());
   CHECK(opcode_name(u.opcode) == "UD_SEND_ONLY");

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "emulator/net/pcap_file.hpp"
+#include "tools/dump/iwarp_capture.hpp"
 #include "tools/softrdma/frame_judge.hpp"
+#include "tools/softrdma/iwarp_describe.hpp"
 #include "tools/softrdma/record.hpp"
 #include "tools/softrdma/roce_describe.hpp"
 
@@ -36,6 +38,7 @@ struct Options {
 
 struct Summary {
   std::uint64_t packets = 0, roce = 0, icrc_ok = 0, icrc_bad = 0, other = 0, truncated = 0, malformed = 0;
+  std::uint64_t iwarp = 0, mpa_crc_ok = 0, mpa_crc_bad = 0;
   std::map<std::string, std::uint64_t> malformed_by_error;
 };
 
@@ -85,15 +88,36 @@ int dump_main(int argc, char** argv) {
 
   Summary s;
   std::uint64_t first_ns = 0;
+  IwarpCaptureDecoder iwarp;
   while (auto pkt = reader->next()) {
     ++s.packets;
     if (s.packets == 1) first_ns = pkt->time_ns;
-    Record r;
-    r.number("frame", s.packets);
     char t[32];
     std::snprintf(t, sizeof t, "%.6f", static_cast<double>(pkt->time_ns - first_ns) / 1e9);
-    r.text("time", t);
+    const auto start = [&] {
+      Record r;
+      r.number("frame", s.packets).text("time", t);
+      return r;
+    };
 
+    // A TCP segment may complete iWARP frames; they are numbered by the segment that holds
+    // their last byte, as tshark numbers them.
+    bool printed = false;
+    iwarp.add_frame(s.packets, *pkt, [&](const IwarpCaptureFrame& f) {
+      Record r = start();
+      describe_iwarp(f, r);
+      ++s.iwarp;
+      if (f.item.kind == wire::iwarp::MpaItemKind::error) {
+        ++s.malformed;
+        ++s.malformed_by_error[std::string(wire::name(f.item.error))];
+      } else if (f.item.kind == wire::iwarp::MpaItemKind::fpdu && f.item.fpdu.crc_checked) {
+        ++(f.item.fpdu.crc_ok ? s.mpa_crc_ok : s.mpa_crc_bad);
+      }
+      print(o, r);
+      printed = true;
+    });
+
+    Record r = start();
     const RoceJudgement j = judge_roce(*pkt);
     switch (j.kind) {
       case FrameKind::roce:
@@ -102,6 +126,7 @@ int dump_main(int argc, char** argv) {
         describe_roce(*j.frame, r);
         break;
       case FrameKind::other:
+        if (printed) continue;  // its iWARP frames were the line
         ++s.other;
         r.text("kind", "other");
         break;
@@ -129,13 +154,17 @@ int dump_main(int argc, char** argv) {
       .number("roce", s.roce)
       .number("icrc_ok", s.icrc_ok)
       .number("icrc_bad", s.icrc_bad)
+      .number("iwarp", s.iwarp)
+      .number("mpa_crc_ok", s.mpa_crc_ok)
+      .number("mpa_crc_bad", s.mpa_crc_bad)
       .number("other", s.other)
       .number("truncated", s.truncated)
       .number("malformed", s.malformed);
   for (const auto& [err, n] : s.malformed_by_error) sum.number("malformed_" + err, n);
   print(o, sum);
 
-  const bool bad = s.malformed > 0 || s.icrc_bad > 0;
+  for (const std::string& note : iwarp.notes()) std::fprintf(stderr, "softrdma dump: %s: %s\n", o.file, note.c_str());
+  const bool bad = s.malformed > 0 || s.icrc_bad > 0 || s.mpa_crc_bad > 0;
   return o.check && bad ? 1 : 0;
 }
 
