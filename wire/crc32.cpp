@@ -13,6 +13,7 @@
 // The fast paths are compiled with per-function target attributes, so the library needs no
 // global -m flags and runs on any x86-64 (or other) CPU.
 #include "wire/crc32.hpp"
+#include "wire/crc_engine.hpp"
 
 #include <array>
 #include <cstdlib>
@@ -247,16 +248,10 @@ SOFTRDMA_AVX512 std::uint32_t crc_vpclmul(std::span<const std::uint8_t> data, st
 #undef SOFTRDMA_AVX512
 #endif
 
-using Fn = std::uint32_t (*)(std::span<const std::uint8_t>, std::uint32_t);
-struct Implementation {
-  Fn fn;
-  std::string_view name;
-};
-
 // Function-static, so a caller running during another file's static initialisation still
 // finds it chosen.
-const Implementation& chosen() {
-  static const Implementation impl = []() -> Implementation {
+const detail::CrcImplementation& chosen() {
+  static const detail::CrcImplementation impl = []() -> detail::CrcImplementation {
     switch (detail::crc_tier()) {
 #if defined(__x86_64__)
       case detail::CrcTier::avx512: return {crc_vpclmul<kCrc32Poly>, "vpclmul"};

@@ -18,7 +18,7 @@ std::uint32_t crc32(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 std::uint32_t crc32c(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 
 // The table-driven (slicing-by-8) versions: what runs on CPUs without the instructions, or
-// everywhere when the environment has SOFTRDMA_CRC=portable (see detail::crc_tier()).
+// everywhere when the environment has SOFTRDMA_CRC=portable (see wire/crc_engine.hpp).
 std::uint32_t crc32_portable(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 std::uint32_t crc32c_portable(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 
@@ -26,20 +26,5 @@ std::uint32_t crc32c_portable(std::span<const std::uint8_t> data, std::uint32_t 
 // "pclmul" or "slice8"; crc32c "vpclmul+sse4.2", "sse4.2" or "slice8".
 std::string_view crc32_implementation();
 std::string_view crc32c_implementation();
-
-// Internal to crc32.cpp and crc32c.cpp, which share the CPU check and the folding engine.
-namespace detail {
-
-enum class CrcTier : std::uint8_t { portable, sse, avx512 };
-
-// What the CPU offers (sse: SSE4.2 and PCLMULQDQ; avx512: also AVX-512F and VPCLMULQDQ),
-// capped by the environment variable SOFTRDMA_CRC, read once: "portable" (the tables) or
-// "sse" (no AVX-512), so tests and benchmarks can compare the implementations.
-CrcTier crc_tier();
-
-// CRC32c by AVX-512 carry-less multiplication folding; only when crc_tier() is avx512.
-std::uint32_t crc32c_vpclmul(std::span<const std::uint8_t> data, std::uint32_t prev);
-
-}  // namespace detail
 
 }  // namespace wire

@@ -13,6 +13,7 @@
 //    library needs no global -m flags.
 //  - "slice8": crc32c_portable.
 #include "wire/crc32.hpp"
+#include "wire/crc_engine.hpp"
 
 #include <algorithm>
 #include <array>
@@ -101,16 +102,10 @@ std::uint32_t crc32c_wide(std::span<const std::uint8_t> data, std::uint32_t prev
 
 #endif
 
-using Fn = std::uint32_t (*)(std::span<const std::uint8_t>, std::uint32_t);
-struct Implementation {
-  Fn fn;
-  std::string_view name;
-};
-
 // Function-static, so a caller running during another file's static initialisation still
 // finds it chosen.
-const Implementation& chosen() {
-  static const Implementation impl = []() -> Implementation {
+const detail::CrcImplementation& chosen() {
+  static const detail::CrcImplementation impl = []() -> detail::CrcImplementation {
     switch (detail::crc_tier()) {
 #if defined(__x86_64__)
       case detail::CrcTier::avx512: return {crc32c_wide, "vpclmul+sse4.2"};

@@ -26,6 +26,17 @@ A read_address(const std::uint8_t* p) {
   return a;
 }
 
+// The fields of a 40-byte IPv6 header or GRH.
+Ipv6Repr ipv6_layout(const std::uint8_t* n) {
+  Ipv6Repr ip;
+  ip.src = read_address<Ipv6Address>(n + Ipv6::src_offset);
+  ip.dst = read_address<Ipv6Address>(n + Ipv6::dst_offset);
+  ip.traffic_class = static_cast<std::uint8_t>(Ipv6::traffic_class::get(n));
+  ip.flow_label = Ipv6::flow_label::get(n);
+  ip.hop_limit = Ipv6::hop_limit::get(n);
+  return ip;
+}
+
 }  // namespace
 
 Result<RoceLayers> RoceLayers::locate(std::span<const std::uint8_t> frame) {
@@ -157,24 +168,10 @@ RoceFrameRepr RoceFrameRepr::parse(const RoceFrame& f) {
       r.network = ip;
       break;
     }
-    case Encapsulation::rocev2_ipv6: {
-      Ipv6Repr ip;
-      ip.src = read_address<Ipv6Address>(n + Ipv6::src_offset);
-      ip.dst = read_address<Ipv6Address>(n + Ipv6::dst_offset);
-      ip.traffic_class = static_cast<std::uint8_t>(Ipv6::traffic_class::get(n));
-      ip.flow_label = Ipv6::flow_label::get(n);
-      ip.hop_limit = Ipv6::hop_limit::get(n);
-      r.network = ip;
-      break;
-    }
+    case Encapsulation::rocev2_ipv6: r.network = ipv6_layout(n); break;
     case Encapsulation::rocev1: {
-      GrhRepr g;
-      g.sgid = read_address<Ipv6Address>(n + Grh::sgid_offset);
-      g.dgid = read_address<Ipv6Address>(n + Grh::dgid_offset);
-      g.traffic_class = static_cast<std::uint8_t>(Grh::traffic_class::get(n));
-      g.flow_label = Grh::flow_label::get(n);
-      g.hop_limit = Grh::hop_limit::get(n);
-      r.network = g;
+      const Ipv6Repr ip = ipv6_layout(n);  // the GRH has the IPv6 layout (IBTA vol. 1 s8.3)
+      r.network = GrhRepr{ip.traffic_class, ip.flow_label, ip.hop_limit, ip.src, ip.dst};
       break;
     }
   }

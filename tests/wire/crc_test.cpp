@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "wire/crc32.hpp"
+#include "wire/crc_engine.hpp"
 
 namespace {
 
