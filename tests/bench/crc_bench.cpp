@@ -1,5 +1,5 @@
-// crc_bench: CRC32c and CRC-32 (the RoCE ICRC) throughput against memcpy of the same bytes,
-// all measured in one run. A report: always exits 0. Build in Release to measure.
+// crc_bench: CRC32c, CRC-32 and the full RoCE ICRC (masked IPv4/UDP/BTH headers, then the
+// packet) throughput against memcpy of the same bytes, all measured in one run. A report: always exits 0. Build in Release to measure.
 // SOFTRDMA_CRC=sse (no AVX-512) or =portable (the tables) in the environment caps what
 // crc32()/crc32c() use, to measure the lower tiers.
 //
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "wire/crc32.hpp"
+#include "wire/icrc.hpp"
 
 namespace {
 
@@ -24,8 +25,16 @@ constexpr std::size_t kSampleBytes = 32 << 20;  // per kernel, size and round; p
 constexpr int kRounds = 15;
 constexpr std::size_t kSizes[] = {64, 1024, 4096, 65536};
 
-enum Kernel { kMemcpy, kCrc32c, kCrc32, kCrc32cPortable, kCrc32Portable, kKernels };
-constexpr const char* kNames[kKernels] = {"memcpy", "crc32c", "crc32", "crc32c slice8", "crc32 slice8"};
+enum Kernel { kMemcpy, kCrc32c, kCrc32, kIcrc, kCrc32cPortable, kCrc32Portable, kKernels };
+constexpr const char* kNames[kKernels] = {"memcpy", "crc32c", "crc32", "icrc", "crc32c slice8", "crc32 slice8"};
+
+// The IPv4 and UDP headers the ICRC masks and covers. For the ICRC each buffer is the
+// payload of a packet whose 12-byte BTH sits just before it (the ring has headroom for it),
+// so "4 KiB" is a 4 KiB-payload packet, as memcpy moves 4 KiB.
+constexpr std::size_t kHeadroom = 64;
+constexpr std::size_t kBth = 12;
+constexpr std::uint8_t kIpv4[20] = {0x45, 0x02, 0x10, 0x2c, 0, 0, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 2};
+constexpr std::uint8_t kUdp[8] = {0xc0, 0x00, 0x12, 0xb7, 0x10, 0x18, 0, 0};
 
 // Makes the compiler assume the bytes at p are read, so the copy into them must happen.
 void escape(const void* p) { __asm__ volatile("" : : "r"(p) : "memory"); }
@@ -33,7 +42,7 @@ void escape(const void* p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 std::uint32_t g_sink;  // every CRC is folded in here, so none can be skipped
 
 struct Bench {
-  std::vector<std::uint8_t> ring = std::vector<std::uint8_t>(kRingBytes);
+  std::vector<std::uint8_t> ring = std::vector<std::uint8_t>(kHeadroom + kRingBytes);
   std::vector<std::uint8_t> dst = std::vector<std::uint8_t>(kRingBytes / 4);
 
   // GB/s of `op` applied to `size`-byte buffers taken in turn from the ring.
@@ -42,7 +51,7 @@ struct Bench {
     const std::size_t buffers = kRingBytes / size, calls = bytes / size;
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t i = 0, b = 0; i < calls; ++i) {
-      op(std::span<const std::uint8_t>(ring.data() + b * size, size));
+      op(std::span<const std::uint8_t>(ring.data() + kHeadroom + b * size, size));
       if (++b == buffers) b = 0;
     }
     const std::chrono::duration<double, std::nano> ns = std::chrono::steady_clock::now() - start;
@@ -61,6 +70,11 @@ struct Bench {
         break;
       case kCrc32c: gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32c(s); }); break;
       case kCrc32: gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32(s); }); break;
+      case kIcrc:
+        gbps = run(size, kSampleBytes, [&](auto s) {
+          acc += wire::compute_icrc(wire::NetworkHeader::ipv4, kIpv4, kUdp, {s.data() - kBth, s.size() + kBth});
+        });
+        break;
       case kCrc32cPortable:
         gbps = run(size, kSampleBytes / 8, [&](auto s) { acc += wire::crc32c_portable(s); });
         break;
@@ -126,8 +140,8 @@ int main() {
   }
   std::printf("target: crc32c >= 0.50 x memcpy at 4 KiB: %s (%.2f)\n", ratio_4k[kCrc32c] >= 0.50 ? "PASS" : "FAIL",
               ratio_4k[kCrc32c]);
-  std::printf("target: crc32 >= 0.35 x memcpy at 4 KiB: %s (%.2f)\n", ratio_4k[kCrc32] >= 0.35 ? "PASS" : "FAIL",
-              ratio_4k[kCrc32]);
+  std::printf("target: icrc >= 0.35 x memcpy at 4 KiB: %s (%.2f)\n", ratio_4k[kIcrc] >= 0.35 ? "PASS" : "FAIL",
+              ratio_4k[kIcrc]);
   std::printf("(checksum of all results: %08x)\n", g_sink);
   return 0;
 }
