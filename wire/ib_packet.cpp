@@ -77,13 +77,21 @@ IbRepr IbRepr::parse(const IbPacket& p) {
 }
 
 std::size_t IbRepr::emit(std::uint8_t* out) const {
+  std::uint8_t* p = out + emit_headers(out, payload.size());
+  if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+  p += payload.size();
+  std::memset(p, 0, pad_count() + kIcrcLength);  // pad bytes are zero (IBTA vol. 1 s9.2.4)
+  return buffer_len();
+}
+
+std::size_t IbRepr::emit_headers(std::uint8_t* out, std::size_t payload_length) const {
   const OpcodeInfo& oi = info(opcode);
   std::uint8_t* b = out;
   Bth::opcode::set(b, value(opcode));
   b[1] = 0;  // SE, M, pad count and TVer (0) are all set below
   Bth::solicited_event::set(b, solicited_event);
   Bth::mig_req::set(b, mig_req);
-  Bth::pad_count::set(b, pad_count());
+  Bth::pad_count::set(b, pad_for(payload_length));
   Bth::pkey::set(b, pkey);
   Bth::variant_byte::set(b, 0);
   Bth::fecn::set(b, fecn);
@@ -126,12 +134,7 @@ std::size_t IbRepr::emit(std::uint8_t* out) const {
   if (oi.has(Ext::immdt)) ImmDt::imm::set(at(Ext::immdt), imm);
   if (oi.has(Ext::ieth)) Ieth::rkey::set(at(Ext::ieth), invalidate_rkey);
   if (oi.has(Ext::cnp)) std::copy(cnp_reserved.begin(), cnp_reserved.end(), at(Ext::cnp));
-
-  std::uint8_t* p = out + oi.header_length;
-  if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
-  p += payload.size();
-  std::memset(p, 0, pad_count() + kIcrcLength);  // pad bytes are zero (IBTA vol. 1 s9.2.4)
-  return buffer_len();
+  return oi.header_length;
 }
 
 bool IbRepr::operator==(const IbRepr& o) const {

@@ -91,11 +91,16 @@ struct IbRepr {
 
   static IbRepr parse(const IbPacket& p);
 
-  std::size_t pad_count() const { return (4 - payload.size() % 4) % 4; }
+  static constexpr std::size_t pad_for(std::size_t payload_length) { return (4 - payload_length % 4) % 4; }
+  std::size_t pad_count() const { return pad_for(payload.size()); }
   // Bytes emit() writes: headers, payload, pad and the ICRC placeholder.
   std::size_t buffer_len() const { return info(opcode).header_length + payload.size() + pad_count() + kIcrcLength; }
   // Writes buffer_len() bytes to `out` (ICRC zero) and returns that length.
   std::size_t emit(std::uint8_t* out) const;
+  // Writes only the BTH and extension headers, for a payload of `payload_length` bytes that
+  // the caller places after them (reading it straight from memory, without a copy through
+  // `payload`); returns the header length. Pad and ICRC are the caller's too.
+  std::size_t emit_headers(std::uint8_t* out, std::size_t payload_length) const;
 
   bool operator==(const IbRepr& o) const;
 };

@@ -1,0 +1,51 @@
+// Counters per QP and per device. Names follow rdma-core / `rdma statistic` where one exists
+// (rxe's hw counters: sent_pkts, rcvd_pkts, duplicate_request, out_of_seq_request,
+// rcvd_seq_err, retry_exceeded_err, rcvd_rnr_err, send_rnr_err, ack_deferred, ...).
+#pragma once
+
+#include <cstdint>
+
+namespace softrdma::core {
+
+struct QpCounters {
+  std::uint64_t sent_pkts = 0;
+  std::uint64_t sent_bytes = 0;
+  std::uint64_t rcvd_pkts = 0;
+  std::uint64_t rcvd_bytes = 0;
+  std::uint64_t retransmitted_pkts = 0;
+  std::uint64_t local_ack_timeout_err = 0;  // retransmission timer expiries
+  std::uint64_t rcvd_seq_err = 0;           // PSN sequence error NAKs received
+  std::uint64_t out_of_seq_request = 0;     // requests dropped for a PSN gap (NAK sent or not)
+  std::uint64_t duplicate_request = 0;
+  std::uint64_t rcvd_rnr_err = 0;           // RNR NAKs received
+  std::uint64_t send_rnr_err = 0;           // RNR NAKs sent
+  std::uint64_t retry_exceeded_err = 0;
+  std::uint64_t rnr_retry_exceeded_err = 0;
+
+  QpCounters& operator+=(const QpCounters& o) {
+    sent_pkts += o.sent_pkts;
+    sent_bytes += o.sent_bytes;
+    rcvd_pkts += o.rcvd_pkts;
+    rcvd_bytes += o.rcvd_bytes;
+    retransmitted_pkts += o.retransmitted_pkts;
+    local_ack_timeout_err += o.local_ack_timeout_err;
+    rcvd_seq_err += o.rcvd_seq_err;
+    out_of_seq_request += o.out_of_seq_request;
+    duplicate_request += o.duplicate_request;
+    rcvd_rnr_err += o.rcvd_rnr_err;
+    send_rnr_err += o.send_rnr_err;
+    retry_exceeded_err += o.retry_exceeded_err;
+    rnr_retry_exceeded_err += o.rnr_retry_exceeded_err;
+    return *this;
+  }
+};
+
+struct DeviceCounters {
+  QpCounters qps;                 // the sum over QPs, destroyed ones included
+  std::uint64_t icrc_err = 0;     // packets dropped for a bad ICRC
+  std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check
+  std::uint64_t unknown_qp = 0;   // packets for a QPN that does not exist
+  std::uint64_t dropped = 0;      // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC
+};
+
+}  // namespace softrdma::core

@@ -1,0 +1,494 @@
+// The verbs side of the engine: objects, queues and the QP state machine's effects. The
+// transport itself is in requester.cpp, responder.cpp and completer.cpp.
+#include "emulator/core/device.hpp"
+
+#include <cerrno>
+#include <limits>
+
+#include "emulator/core/psn.hpp"
+
+namespace softrdma::core {
+namespace {
+
+constexpr std::uint32_t kLocalAccess =
+    access::local_write | access::remote_write | access::remote_read | access::remote_atomic | access::mw_bind;
+
+std::uint64_t sge_total(const std::vector<Sge>& sges) {
+  std::uint64_t n = 0;
+  for (const Sge& s : sges) n += s.length;
+  return n;
+}
+
+bool valid_opcode(QpType type, WrOpcode op) {
+  switch (op) {
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm: return true;
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm:
+    case WrOpcode::local_inv:
+    case WrOpcode::bind_mw:
+    case WrOpcode::send_with_inv: return type != QpType::ud;
+    case WrOpcode::rdma_read:
+    case WrOpcode::atomic_cmp_and_swp:
+    case WrOpcode::atomic_fetch_and_add: return type == QpType::rc;
+  }
+  return false;
+}
+
+}  // namespace
+
+Device::Device(DeviceConfig config, Memory& memory)
+    : config_(std::move(config)),
+      memory_(memory),
+      pds_(config_.max_pd),
+      regions_(config_.max_mr),
+      cqs_(config_.max_cq),
+      srqs_(config_.max_srq),
+      ahs_(config_.max_ah),
+      qps_(config_.max_qp) {}
+
+// --- protection domains -----------------------------------------------------------------
+
+Expected<std::uint32_t> Device::alloc_pd() {
+  const auto h = pds_.insert(Pd{});
+  if (!h) return Expected<std::uint32_t>::error(ENOMEM);
+  return *h;
+}
+
+int Device::dealloc_pd(std::uint32_t pd) {
+  const Pd* p = pds_.find(pd);
+  if (!p) return EINVAL;
+  if (p->users) return EBUSY;
+  pds_.erase(pd);
+  return 0;
+}
+
+// --- memory regions and windows ---------------------------------------------------------
+
+Expected<MrKeys> Device::reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
+                                std::uint32_t acc) {
+  Pd* p = pds_.find(pd);
+  if (!p) return Expected<MrKeys>::error(EINVAL);
+  if (acc & ~(kLocalAccess | access::zero_based)) return Expected<MrKeys>::error(EINVAL);
+  // Remote write and remote atomic need local write (IBTA vol. 1 s10.6.3.1, C10-43).
+  if ((acc & (access::remote_write | access::remote_atomic)) && !(acc & access::local_write))
+    return Expected<MrKeys>::error(EINVAL);
+  if (length > std::numeric_limits<std::uint64_t>::max() - iova) return Expected<MrKeys>::error(EINVAL);
+  Region r;
+  r.pd = pd;
+  r.iova = (acc & access::zero_based) ? 0 : iova;
+  r.length = length;
+  r.host = host;
+  r.access = acc & kLocalAccess;
+  r.valid = true;
+  const auto h = regions_.insert(r);
+  if (!h) return Expected<MrKeys>::error(ENOMEM);
+  Region& stored = *regions_.find(*h);
+  stored.key = *h << 8 | next_key_++;
+  ++p->users;
+  return MrKeys{stored.key, stored.key};
+}
+
+int Device::dereg_mr(std::uint32_t lkey) {
+  Region* r = find_region(lkey);
+  if (!r || r->kind != Region::Kind::mr) return EINVAL;
+  if (r->windows) return EBUSY;  // MWs are bound to it (s10.6.7.1)
+  --pds_.find(r->pd)->users;
+  regions_.erase(lkey >> 8);
+  return 0;
+}
+
+Expected<std::uint32_t> Device::alloc_mw(std::uint32_t pd, int type) {
+  Pd* p = pds_.find(pd);
+  if (!p || (type != 1 && type != 2)) return Expected<std::uint32_t>::error(EINVAL);
+  Region r;
+  r.kind = type == 1 ? Region::Kind::mw_type1 : Region::Kind::mw_type2;
+  r.pd = pd;
+  const auto h = regions_.insert(r);
+  if (!h) return Expected<std::uint32_t>::error(ENOMEM);
+  Region& stored = *regions_.find(*h);
+  stored.key = *h << 8 | next_key_++;
+  ++p->users;
+  return stored.key;
+}
+
+int Device::dealloc_mw(std::uint32_t rkey) {
+  Region* r = find_region(rkey);
+  if (!r || r->kind == Region::Kind::mr) return EINVAL;
+  if (r->valid) --regions_.find(r->parent)->windows;
+  --pds_.find(r->pd)->users;
+  regions_.erase(rkey >> 8);
+  return 0;
+}
+
+Region* Device::find_region(std::uint32_t key) {
+  Region* r = regions_.find(key >> 8);
+  return r && r->key == key ? r : nullptr;
+}
+
+std::optional<std::uint64_t> Device::translate(std::uint32_t key, std::uint32_t pd, std::uint64_t iova,
+                                               std::uint64_t length, std::uint32_t acc, std::uint32_t qpn) {
+  const Region* r = find_region(key);
+  if (!r || !r->valid || r->pd != pd) return std::nullopt;
+  if ((r->access & acc) != acc) return std::nullopt;
+  if (r->kind == Region::Kind::mw_type2 && r->bound_qp != qpn) return std::nullopt;
+  if (iova < r->iova || iova - r->iova > r->length || length > r->length - (iova - r->iova)) return std::nullopt;
+  return r->host + (iova - r->iova);
+}
+
+bool Device::gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out) {
+  for (const Sge& s : sges) {
+    if (out.empty()) return true;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, out.size());
+    const auto host = translate(s.lkey, pd, s.addr + offset, n, 0, 0);
+    if (!host || !memory_.read(*host, out.first(n))) return false;
+    out = out.subspan(n);
+    offset = 0;
+  }
+  return out.empty();
+}
+
+bool Device::scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset,
+                     std::span<const std::uint8_t> in) {
+  for (const Sge& s : sges) {
+    if (in.empty()) return true;
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, in.size());
+    const auto host = translate(s.lkey, pd, s.addr + offset, n, access::local_write, 0);
+    if (!host || !memory_.write(*host, in.first(n))) return false;
+    in = in.subspan(n);
+    offset = 0;
+  }
+  return in.empty();
+}
+
+// --- completion queues and events -------------------------------------------------------
+
+Expected<std::uint32_t> Device::create_cq(std::uint32_t cqe) {
+  if (cqe == 0 || cqe > config_.max_cqe) return Expected<std::uint32_t>::error(EINVAL);
+  Cq cq;
+  cq.capacity = cqe;
+  const auto h = cqs_.insert(std::move(cq));
+  if (!h) return Expected<std::uint32_t>::error(ENOMEM);
+  return *h;
+}
+
+int Device::destroy_cq(std::uint32_t cq) {
+  const Cq* c = cqs_.find(cq);
+  if (!c) return EINVAL;
+  if (c->users) return EBUSY;
+  cqs_.erase(cq);
+  return 0;
+}
+
+int Device::resize_cq(std::uint32_t cq, std::uint32_t cqe) {
+  Cq* c = cqs_.find(cq);
+  if (!c || cqe == 0 || cqe > config_.max_cqe || cqe < c->entries.size()) return EINVAL;
+  c->capacity = cqe;
+  return 0;
+}
+
+int Device::poll_cq(std::uint32_t cq, std::span<Wc> out) {
+  Cq* c = cqs_.find(cq);
+  if (!c) return -EINVAL;
+  std::size_t n = 0;
+  for (; n < out.size() && !c->entries.empty(); ++n) {
+    out[n] = c->entries.front();
+    c->entries.pop_front();
+  }
+  return static_cast<int>(n);
+}
+
+int Device::req_notify_cq(std::uint32_t cq, bool solicited_only) {
+  Cq* c = cqs_.find(cq);
+  if (!c) return EINVAL;
+  // A later request for all completions widens an earlier solicited-only one (s11.4.2.2).
+  c->solicited_only = c->armed ? (c->solicited_only && solicited_only) : solicited_only;
+  c->armed = true;
+  return 0;
+}
+
+std::optional<std::uint32_t> Device::next_cq_event() {
+  if (cq_events_.empty()) return std::nullopt;
+  const std::uint32_t cq = cq_events_.front();
+  cq_events_.pop_front();
+  return cq;
+}
+
+std::optional<AsyncEvent> Device::next_async_event() {
+  if (async_events_.empty()) return std::nullopt;
+  const AsyncEvent e = async_events_.front();
+  async_events_.pop_front();
+  return e;
+}
+
+void Device::complete(std::uint32_t cq, const Wc& wc, bool solicited) {
+  Cq* c = cqs_.find(cq);
+  if (!c) return;
+  if (c->entries.size() >= c->capacity) {
+    // An overrun loses the completion and is a CQ error (s11.4.2.1), reported once.
+    if (!c->overflowed) raise(AsyncEventType::cq_err, cq);
+    c->overflowed = true;
+    return;
+  }
+  c->entries.push_back(wc);
+  if (c->armed && (!c->solicited_only || solicited || wc.status != WcStatus::success)) {
+    c->armed = false;
+    cq_events_.push_back(cq);
+  }
+}
+
+void Device::raise(AsyncEventType type, std::uint32_t element) { async_events_.push_back({type, element}); }
+
+// --- shared receive queues ---------------------------------------------------------------
+
+Expected<std::uint32_t> Device::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                           std::uint32_t limit) {
+  Pd* p = pds_.find(pd);
+  if (!p || max_wr == 0 || max_wr > config_.limits.max_qp_wr || max_sge == 0 || max_sge > config_.limits.max_sge ||
+      limit > max_wr)
+    return Expected<std::uint32_t>::error(EINVAL);
+  Srq s;
+  s.pd = pd;
+  s.max_wr = max_wr;
+  s.max_sge = max_sge;
+  s.limit = limit;
+  const auto h = srqs_.insert(std::move(s));
+  if (!h) return Expected<std::uint32_t>::error(ENOMEM);
+  ++p->users;
+  return *h;
+}
+
+int Device::modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr, bool set_limit) {
+  Srq* s = srqs_.find(srq);
+  if (!s) return EINVAL;
+  const std::uint32_t new_max = set_max_wr ? max_wr : s->max_wr;
+  if (set_max_wr && (max_wr == 0 || max_wr > config_.limits.max_qp_wr || max_wr < s->queue.size())) return EINVAL;
+  if (set_limit && limit > new_max) return EINVAL;
+  s->max_wr = new_max;
+  if (set_limit) s->limit = limit;
+  return 0;
+}
+
+int Device::query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) const {
+  const Srq* s = srqs_.find(srq);
+  if (!s) return EINVAL;
+  max_wr = s->max_wr;
+  max_sge = s->max_sge;
+  limit = s->limit;
+  return 0;
+}
+
+int Device::destroy_srq(std::uint32_t srq) {
+  const Srq* s = srqs_.find(srq);
+  if (!s) return EINVAL;
+  if (s->users) return EBUSY;
+  --pds_.find(s->pd)->users;
+  srqs_.erase(srq);
+  return 0;
+}
+
+int Device::post_srq_recv(std::uint32_t srq, const RecvWr& wr) {
+  Srq* s = srqs_.find(srq);
+  if (!s || wr.sg_list.size() > s->max_sge) return EINVAL;
+  if (s->queue.size() >= s->max_wr) return ENOMEM;
+  s->queue.push_back({wr, sge_total(wr.sg_list)});
+  return 0;
+}
+
+// --- address handles ---------------------------------------------------------------------
+
+Expected<std::uint32_t> Device::create_ah(std::uint32_t pd, const AddressVector& av) {
+  Pd* p = pds_.find(pd);
+  if (!p || av.sgid_index >= config_.gids.size() || av.port_num != 1) return Expected<std::uint32_t>::error(EINVAL);
+  const auto h = ahs_.insert(Ah{pd, av});
+  if (!h) return Expected<std::uint32_t>::error(ENOMEM);
+  ++p->users;
+  return *h;
+}
+
+int Device::destroy_ah(std::uint32_t ah) {
+  const Ah* a = ahs_.find(ah);
+  if (!a) return EINVAL;
+  --pds_.find(a->pd)->users;
+  ahs_.erase(ah);
+  return 0;
+}
+
+// --- queue pairs -------------------------------------------------------------------------
+
+Qp* Device::find_qp(std::uint32_t qpn) {
+  if (qpn < config_.first_qpn) return nullptr;
+  std::unique_ptr<Qp>* q = qps_.find(qpn - config_.first_qpn + 1);
+  return q ? q->get() : nullptr;
+}
+
+const Qp* Device::qp(std::uint32_t qpn) const { return const_cast<Device*>(this)->find_qp(qpn); }
+
+Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
+  const DeviceLimits& lim = config_.limits;
+  const bool type_ok = a.qp_type == QpType::rc || a.qp_type == QpType::uc || a.qp_type == QpType::ud;
+  if (!type_ok || !pds_.find(a.pd) || !cqs_.find(a.send_cq) || !cqs_.find(a.recv_cq)) return Expected<QpCreated>::error(EINVAL);
+  if (a.srq && !srqs_.find(a.srq)) return Expected<QpCreated>::error(EINVAL);
+  if (a.cap.max_send_wr > lim.max_qp_wr || a.cap.max_recv_wr > lim.max_qp_wr || a.cap.max_send_sge > lim.max_sge ||
+      a.cap.max_recv_sge > lim.max_sge || a.cap.max_inline_data > lim.max_inline_data)
+    return Expected<QpCreated>::error(EINVAL);
+
+  auto q = std::make_unique<Qp>();
+  q->init = a;
+  q->init.cap.max_send_wr = std::max<std::uint32_t>(a.cap.max_send_wr, 1);
+  q->init.cap.max_recv_wr = a.srq ? 0 : std::max<std::uint32_t>(a.cap.max_recv_wr, 1);
+  q->attr.cap = q->init.cap;
+  const auto h = qps_.insert(std::move(q));
+  if (!h) return Expected<QpCreated>::error(ENOMEM);
+  Qp& qp = **qps_.find(*h);
+  qp.qpn = config_.first_qpn + *h - 1;
+  // RoCEv2 source ports carry flow entropy (annex A17.5.1); keep them in 49152-65535 so no
+  // well-known port's dissector claims the packets.
+  qp.udp_src_port = static_cast<std::uint16_t>(0xC000 | ((qp.qpn * 2654435761u) >> 18 & 0x3FFF));
+  ++pds_.find(a.pd)->users;
+  ++cqs_.find(a.send_cq)->users;
+  ++cqs_.find(a.recv_cq)->users;
+  if (a.srq) ++srqs_.find(a.srq)->users;
+  return QpCreated{qp.qpn, qp.init.cap};
+}
+
+int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t mask) {
+  Qp* q = find_qp(qpn);
+  if (!q) return EINVAL;
+  const QpState from = q->state();
+  if (const int err = check_modify_qp(q->init.qp_type, from, attr, mask, config_.limits)) return err;
+  if ((mask & qp_attr::av) && attr.ah_attr.sgid_index >= config_.gids.size()) return EINVAL;
+  if ((mask & qp_attr::path_mtu) && attr.path_mtu > config_.max_mtu) return EINVAL;
+  apply_modify_qp(q->attr, attr, mask);
+  const QpState to = q->state();
+
+  if (to == QpState::reset && from != QpState::reset) {
+    // Back to RESET: queues emptied without completions (s10.3.1), transport state cleared.
+    const QpAttr kept = q->attr;
+    const QpInitAttr init = q->init;
+    const std::uint16_t port = q->udp_src_port;
+    const QpCounters counters = q->counters;
+    *q = Qp{};
+    q->qpn = qpn;
+    q->init = init;
+    q->attr = QpAttr{};
+    q->attr.cap = kept.cap;
+    q->udp_src_port = port;
+    q->counters = counters;
+  }
+  if (mask & qp_attr::rq_psn) q->epsn = attr.rq_psn & kPsnMask;
+  if (mask & qp_attr::sq_psn) q->send_psn = q->una_psn = attr.sq_psn & kPsnMask;
+  if (mask & qp_attr::retry_cnt) q->retry_left = attr.retry_cnt;
+  if (mask & qp_attr::rnr_retry) q->rnr_left = attr.rnr_retry;
+  if (to == QpState::err && from != QpState::err) enter_error(*q);
+  return 0;
+}
+
+int Device::query_qp(std::uint32_t qpn, QpAttr& attr, QpInitAttr& init) const {
+  const Qp* q = qp(qpn);
+  if (!q) return EINVAL;
+  attr = q->attr;
+  attr.cur_qp_state = q->attr.qp_state;
+  attr.sq_psn = q->send_psn;
+  attr.rq_psn = q->epsn;
+  init = q->init;
+  return 0;
+}
+
+int Device::destroy_qp(std::uint32_t qpn) {
+  Qp* q = find_qp(qpn);
+  if (!q) return EINVAL;
+  counters_.qps += q->counters;
+  --pds_.find(q->init.pd)->users;
+  --cqs_.find(q->init.send_cq)->users;
+  --cqs_.find(q->init.recv_cq)->users;
+  if (q->init.srq) --srqs_.find(q->init.srq)->users;
+  qps_.erase(qpn - config_.first_qpn + 1);
+  return 0;
+}
+
+int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
+  Qp* q = find_qp(qpn);
+  if (!q || q->init.srq || q->state() == QpState::reset) return EINVAL;
+  if (wr.sg_list.size() > q->init.cap.max_recv_sge) return EINVAL;
+  if (q->rq.size() >= q->init.cap.max_recv_wr) return ENOMEM;
+  q->rq.push_back({wr, sge_total(wr.sg_list)});
+  if (q->state() == QpState::err) flush(*q);
+  return 0;
+}
+
+int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
+  Qp* q = find_qp(qpn);
+  if (!q) return EINVAL;
+  // A send queue accepts work from RTS on (and in SQD/SQE/ERR, where it waits or is
+  // flushed); before RTS there is nowhere to send it (s10.3.1).
+  const QpState s = q->state();
+  if (s == QpState::reset || s == QpState::init || s == QpState::rtr) return EINVAL;
+  if (!valid_opcode(q->init.qp_type, wr.opcode)) return EINVAL;
+  const bool inline_data = (wr.flags & send_flags::inline_data) != 0;
+  if (inline_data ? wr.inline_data.size() > q->init.cap.max_inline_data : wr.sg_list.size() > q->init.cap.max_send_sge)
+    return EINVAL;
+  if (q->init.qp_type == QpType::ud && !ahs_.find(wr.ah)) return EINVAL;
+  if (q->sq.size() >= q->init.cap.max_send_wr) return ENOMEM;
+  SendWqe w;
+  w.wr = wr;
+  if (!inline_data) w.wr.inline_data.clear();
+  w.length = inline_data ? wr.inline_data.size() : sge_total(wr.sg_list);
+  w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);
+  q->sq.push_back(std::move(w));
+  if (s == QpState::err) flush(*q);
+  return 0;
+}
+
+// --- error state ---------------------------------------------------------------------------
+
+void Device::enter_error(Qp& q) {
+  q.attr.qp_state = QpState::err;
+  q.retransmit_at = 0;
+  q.rnr_at = 0;
+  q.ack_pending = false;
+  q.resources.clear();
+  flush(q);
+}
+
+void Device::flush(Qp& q) {
+  // Every outstanding WR completes with a flush error, signaled or not: errors are always
+  // reported (s10.3.1, s11.4.1.1.2). Completed WQEs still queued behind a failed one keep
+  // their own status.
+  for (SendWqe& w : q.sq) {
+    if (w.complete && !w.signaled && w.status == WcStatus::success) continue;
+    Wc wc;
+    wc.wr_id = w.wr.wr_id;
+    wc.status = w.complete ? w.status : WcStatus::wr_flush_err;
+    wc.opcode = WcOpcode::send;
+    wc.qp_num = q.qpn;
+    complete(q.init.send_cq, wc, false);
+  }
+  q.sq.clear();
+  q.next_wqe = 0;
+  q.next_index = 0;
+  q.rd_atomic_in_flight = 0;
+  const auto flush_recv = [&](const RecvWqe& r) {
+    Wc wc;
+    wc.wr_id = r.wr.wr_id;
+    wc.status = WcStatus::wr_flush_err;
+    wc.opcode = WcOpcode::recv;
+    wc.qp_num = q.qpn;
+    complete(q.init.recv_cq, wc, false);
+  };
+  if (q.in_send) flush_recv(q.recv);
+  q.in_send = false;
+  for (const RecvWqe& r : q.rq) flush_recv(r);
+  q.rq.clear();
+  if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);
+}
+
+}  // namespace softrdma::core

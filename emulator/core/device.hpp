@@ -1,0 +1,187 @@
+// The transport engine of one RDMA device: what an RNIC implements in silicon, as a
+// deterministic library without I/O (DESIGN.md §3).
+//
+// Three kinds of input: verbs calls, received packets, and the passing of time. Three kinds
+// of output: packets to send (transmit()), work completions (poll_cq()) and events
+// (next_cq_event(), next_async_event()). All time comes in as an argument; next_deadline()
+// says when the engine next needs advance() called. Nothing here blocks, allocates a thread,
+// reads a clock or touches a socket.
+//
+// Errors follow rdma-core: verbs return 0 or an errno value (EINVAL for bad arguments or a
+// bad attribute mask, ENOMEM when a queue or table is full, EBUSY while an object is in use,
+// EOPNOTSUPP for what the device does not do).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "emulator/core/counters.hpp"
+#include "emulator/core/expected.hpp"
+#include "emulator/core/handle_table.hpp"
+#include "emulator/core/memory.hpp"
+#include "emulator/core/objects.hpp"
+#include "emulator/core/qp.hpp"
+#include "emulator/core/qp_transition.hpp"
+#include "emulator/core/verbs_types.hpp"
+
+namespace softrdma::core {
+
+struct DeviceConfig {
+  std::vector<Gid> gids;             // port 1's GID table; index 0 is what `-g 0` selects
+  Mtu max_mtu = Mtu::mtu4096;        // the port's MTU (active_mtu)
+  DeviceLimits limits;
+  std::uint32_t max_qp = 4096;
+  std::uint32_t max_cq = 4096;
+  std::uint32_t max_cqe = 1u << 20;
+  std::uint32_t max_mr = 1u << 16;
+  std::uint32_t max_pd = 4096;
+  std::uint32_t max_srq = 1024;
+  std::uint32_t max_ah = 1u << 16;
+  std::uint32_t first_qpn = 0x11;    // QPs 0 and 1 are the special QPs (s10.2.5)
+  std::uint32_t max_inflight_packets = 512;  // requester window, in packets
+  std::uint32_t ack_req_every = 64;  // AckReq at least every this many packets of a message
+};
+
+// A packet the engine received: the UDP payload (BTH through ICRC) and the addresses it came
+// with. The ICRC covers the IP and UDP headers too; the engine rebuilds them as a RoCEv2
+// sender with IPv4 ID 0 writes them (icrc.hpp) unless the host already checked it.
+struct RxPacket {
+  std::span<const std::uint8_t> bytes;
+  Gid src_gid{};
+  Gid dst_gid{};
+  std::uint16_t src_port = 0;
+  bool icrc_checked = false;  // the host verified the ICRC on the whole frame
+};
+
+// A packet to send: the UDP payload with its ICRC, computed for an IPv4 header with ID 0 and
+// DF (or the IPv6 header) carrying these addresses, and a UDP header with these ports.
+struct TxPacket {
+  Gid src_gid{};
+  Gid dst_gid{};
+  std::uint16_t src_port = 0;
+  std::uint8_t traffic_class = 0;
+  std::uint32_t flow_label = 0;
+  std::uint8_t hop_limit = 64;
+  std::vector<std::uint8_t> bytes;
+};
+
+struct MrKeys {
+  std::uint32_t lkey = 0;
+  std::uint32_t rkey = 0;
+};
+
+struct QpCreated {
+  std::uint32_t qpn = 0;
+  QpCap cap;  // what the QP actually got
+};
+
+class Device {
+ public:
+  Device(DeviceConfig config, Memory& memory);
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceConfig& config() const { return config_; }
+
+  // Protection domains.
+  Expected<std::uint32_t> alloc_pd();
+  int dealloc_pd(std::uint32_t pd);
+
+  // Memory regions. `host` is where the bytes are; `iova` the address SGEs and peers use for
+  // the first byte (ibv_reg_mr: iova == host; zero-based: iova 0).
+  Expected<MrKeys> reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
+                          std::uint32_t access);
+  int dereg_mr(std::uint32_t lkey);
+
+  // Memory windows (s10.6.7): allocated unbound; type 1 bound by bind_mw(), type 2 by a
+  // BIND_MW work request; both invalidated by LOCAL_INV or SEND_WITH_INV.
+  Expected<std::uint32_t> alloc_mw(std::uint32_t pd, int type);  // returns the rkey
+  int dealloc_mw(std::uint32_t rkey);
+  Expected<std::uint32_t> bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey, std::uint64_t addr,
+                                  std::uint64_t length, std::uint32_t access);  // type 1; returns the new rkey
+
+  // Completion queues.
+  Expected<std::uint32_t> create_cq(std::uint32_t cqe);
+  int destroy_cq(std::uint32_t cq);
+  int resize_cq(std::uint32_t cq, std::uint32_t cqe);
+  // Moves up to out.size() completions into `out`; returns how many, or -EINVAL.
+  int poll_cq(std::uint32_t cq, std::span<Wc> out);
+  int req_notify_cq(std::uint32_t cq, bool solicited_only);
+  std::optional<std::uint32_t> next_cq_event();  // a CQ whose notification fired
+  std::optional<AsyncEvent> next_async_event();
+
+  // Shared receive queues.
+  Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
+  int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr, bool set_limit);
+  int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) const;
+  int destroy_srq(std::uint32_t srq);
+  int post_srq_recv(std::uint32_t srq, const RecvWr& wr);
+
+  // Address handles (UD).
+  Expected<std::uint32_t> create_ah(std::uint32_t pd, const AddressVector& av);
+  int destroy_ah(std::uint32_t ah);
+
+  // Queue pairs.
+  Expected<QpCreated> create_qp(const QpInitAttr& attr);
+  int modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint32_t mask);
+  int query_qp(std::uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
+  int destroy_qp(std::uint32_t qpn);
+  int post_send(Time now, std::uint32_t qpn, const SendWr& wr);
+  int post_recv(std::uint32_t qpn, const RecvWr& wr);
+
+  // The network side.
+  void receive(Time now, const RxPacket& packet);
+  // The next packet to send, if any: ACKs and responses first, then requests.
+  std::optional<TxPacket> transmit(Time now);
+  // Fires the timers due at `now` (retransmission, RNR wait).
+  void advance(Time now);
+  std::optional<Time> next_deadline() const;
+
+  const DeviceCounters& counters() const { return counters_; }
+  const Qp* qp(std::uint32_t qpn) const;
+
+ // Engine internals, shared by the requester, responder and completer (transport.hpp).
+ // Not part of the verbs API: hosts and the shim use only what is above.
+ public:
+  Qp* find_qp(std::uint32_t qpn);
+  Region* find_region(std::uint32_t key);
+  // The host address of [iova, iova + length) under `key`, if the region is valid, belongs
+  // to `pd`, allows `access` and holds the range; else nullopt.
+  std::optional<std::uint64_t> translate(std::uint32_t key, std::uint32_t pd, std::uint64_t iova, std::uint64_t length,
+                                         std::uint32_t access, std::uint32_t qpn);
+  // Copies between an SGE list and a buffer, `offset` bytes into the list; false on a key
+  // or bounds failure.
+  bool gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out);
+  bool scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<const std::uint8_t> in);
+
+  void complete(std::uint32_t cq, const Wc& wc, bool solicited);
+  void raise(AsyncEventType type, std::uint32_t element);
+  // Moves the QP to ERR and flushes every outstanding WR (s10.3.1, s11.4.1.1.2).
+  void enter_error(Qp& qp);
+  void flush(Qp& qp);
+  // A new packet buffer for `qp` towards its destination, ICRC filled in by finish().
+  TxPacket packet_to(const Qp& qp, const Gid& dgid) const;
+  void finish(TxPacket& p) const;
+  bool icrc_ok(const RxPacket& p) const;
+
+  DeviceConfig config_;
+  Memory& memory_;
+  HandleTable<Pd> pds_;
+  HandleTable<Region> regions_;
+  HandleTable<Cq> cqs_;
+  HandleTable<Srq> srqs_;
+  HandleTable<Ah> ahs_;
+  HandleTable<std::unique_ptr<Qp>> qps_;  // handle = qpn - first_qpn + 1
+  std::uint8_t next_key_ = 0;            // varies the low byte of new keys
+  std::deque<std::uint32_t> cq_events_;
+  std::deque<AsyncEvent> async_events_;
+  std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
+  std::size_t transmit_cursor_ = 0;  // round robin over QPs for requests and READ responses
+  DeviceCounters counters_;
+};
+
+}  // namespace softrdma::core

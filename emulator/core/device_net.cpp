@@ -1,0 +1,135 @@
+// The network side of the engine: received packets are checked and routed to the responder
+// or the completer; transmit() asks the engines for the next packet; time fires the timers.
+#include <cerrno>
+
+#include "emulator/core/psn.hpp"
+#include "emulator/core/roce_headers.hpp"
+#include "emulator/core/transport.hpp"
+#include "wire/icrc.hpp"
+
+namespace softrdma::core {
+namespace {
+
+// P_Keys a port with only the default partition accepts: full and limited membership of the
+// default partition (IBTA vol. 1 s10.9.1.2).
+bool default_partition(std::uint16_t pkey) { return (pkey & 0x7FFF) == 0x7FFF; }
+
+wire::Transport transport_of(QpType t) {
+  return t == QpType::rc ? wire::Transport::rc : t == QpType::uc ? wire::Transport::uc : wire::Transport::ud;
+}
+
+}  // namespace
+
+TxPacket Device::packet_to(const Qp& q, const Gid& dgid) const {
+  TxPacket p;
+  const AddressVector& av = q.attr.ah_attr;
+  p.src_gid = config_.gids.empty() ? Gid{} : config_.gids[av.sgid_index < config_.gids.size() ? av.sgid_index : 0];
+  p.dst_gid = dgid;
+  p.src_port = q.udp_src_port;
+  p.traffic_class = av.traffic_class;
+  p.flow_label = av.flow_label;
+  p.hop_limit = av.hop_limit;
+  return p;
+}
+
+void Device::finish(TxPacket& p) const {
+  const Endpoints e{p.src_gid, p.dst_gid, p.src_port, p.traffic_class, p.flow_label, p.hop_limit};
+  const std::span<const std::uint8_t> covered(p.bytes.data(), p.bytes.size() - wire::kIcrcLength);
+  wire::store_icrc(p.bytes.data() + covered.size(), icrc_between(e, covered));
+}
+
+bool Device::icrc_ok(const RxPacket& p) const {
+  const Endpoints e{p.src_gid, p.dst_gid, p.src_port, 0, 0, 64};
+  const auto checked = wire::IbPacket::check(p.bytes);
+  return checked && icrc_between(e, checked->covered()) == checked->icrc();
+}
+
+void Device::receive(Time now, const RxPacket& rx) {
+  const auto checked = wire::IbPacket::check(rx.bytes);
+  if (!checked) {
+    ++counters_.malformed;
+    return;
+  }
+  if (!rx.icrc_checked && !icrc_ok(rx)) {
+    ++counters_.icrc_err;  // dropped silently, as a NIC does (IBTA vol. 1 s9.6.1.1)
+    return;
+  }
+  const wire::IbPacket& p = *checked;
+  Qp* q = find_qp(p.dest_qp());
+  if (!q) {
+    ++counters_.unknown_qp;
+    return;
+  }
+  if (!default_partition(wire::Bth::pkey::get(p.bth())) || p.info().transport != transport_of(q->init.qp_type)) {
+    ++counters_.dropped;  // s9.6.1.1: a packet for another partition or transport is dropped
+    return;
+  }
+  ++q->counters.rcvd_pkts;
+  q->counters.rcvd_bytes += rx.bytes.size();
+  if (p.info().is(wire::OpFlag::response)) {
+    Completer::on_response(*this, *q, p, now);
+  } else {
+    Responder::on_request(*this, *q, p, rx);
+  }
+}
+
+std::optional<TxPacket> Device::transmit(Time now) {
+  if (!control_.empty()) {
+    TxPacket p = std::move(control_.front());
+    control_.pop_front();
+    return p;
+  }
+  // Answers first, so a busy requester cannot starve its peer's requests of ACKs; then
+  // requests, round robin over QPs so one long message does not hold up the others.
+  const std::uint32_t n = qps_.slots();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const std::uint32_t handle = static_cast<std::uint32_t>((transmit_cursor_ + k) % n) + 1;
+      std::unique_ptr<Qp>* slot = qps_.find(handle);
+      if (!slot) continue;
+      Qp& q = **slot;
+      auto p = pass == 0 ? Responder::next(*this, q) : Requester::next(*this, q, now);
+      if (p) {
+        transmit_cursor_ = handle % n;
+        return p;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void Device::advance(Time now) {
+  qps_.for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) { Completer::on_timer(*this, *q, now); });
+}
+
+std::optional<Time> Device::next_deadline() const {
+  std::optional<Time> soonest;
+  const auto consider = [&](Time t) {
+    if (t != 0 && (!soonest || t < *soonest)) soonest = t;
+  };
+  const_cast<HandleTable<std::unique_ptr<Qp>>&>(qps_).for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) {
+    consider(q->retransmit_at);
+    consider(q->rnr_at);
+  });
+  return soonest;
+}
+
+Expected<std::uint32_t> Device::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
+                                        std::uint64_t addr, std::uint64_t length, std::uint32_t acc) {
+  Qp* q = find_qp(qpn);
+  const Region* mw = find_region(mw_rkey);
+  if (!q || !mw || mw->kind != Region::Kind::mw_type1) return Expected<std::uint32_t>::error(EINVAL);
+  SendWqe w;
+  w.wr.opcode = WrOpcode::bind_mw;
+  w.wr.mw_rkey = mw_rkey;
+  w.wr.bind_new_rkey = (mw_rkey + 1) & 0xFF;
+  w.wr.bind_mr_lkey = mr_lkey;
+  w.wr.bind_addr = addr;
+  w.wr.bind_length = length;
+  w.wr.bind_access = acc;
+  Requester::execute_local(*this, *q, w);
+  if (w.status != WcStatus::success) return Expected<std::uint32_t>::error(EINVAL);
+  return (mw_rkey & ~0xFFu) | w.wr.bind_new_rkey;
+}
+
+}  // namespace softrdma::core

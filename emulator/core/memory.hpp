@@ -1,0 +1,49 @@
+// How the engine reaches application memory. It never dereferences an application address
+// itself: the in-process host hands it DirectMemory (plain pointers); the daemon will hand it
+// an implementation over process_vm_readv/writev on the client process.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+namespace softrdma::core {
+
+class Memory {
+ public:
+  virtual ~Memory() = default;
+  // Copies between host address `addr` and a buffer; false when the memory is not readable
+  // or writable (the caller turns that into a local or remote access error).
+  virtual bool read(std::uint64_t addr, std::span<std::uint8_t> out) = 0;
+  virtual bool write(std::uint64_t addr, std::span<const std::uint8_t> in) = 0;
+  // 64-bit atomics at an 8-byte-aligned host address (IBTA vol. 1 s9.4.5): returns the
+  // original value through `original`.
+  virtual bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) = 0;
+  virtual bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) = 0;
+};
+
+// Host addresses are this process's pointers. Atomics use the compiler's atomic builtins so
+// that the application's CPU atomics on the same word see them (IBV_ATOMIC_HCA semantics).
+class DirectMemory final : public Memory {
+ public:
+  bool read(std::uint64_t addr, std::span<std::uint8_t> out) override {
+    if (!out.empty()) std::memcpy(out.data(), reinterpret_cast<const void*>(addr), out.size());
+    return true;
+  }
+  bool write(std::uint64_t addr, std::span<const std::uint8_t> in) override {
+    if (!in.empty()) std::memcpy(reinterpret_cast<void*>(addr), in.data(), in.size());
+    return true;
+  }
+  bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) override {
+    auto* p = reinterpret_cast<std::uint64_t*>(addr);
+    original = compare;
+    __atomic_compare_exchange_n(p, &original, swap, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return true;
+  }
+  bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) override {
+    original = __atomic_fetch_add(reinterpret_cast<std::uint64_t*>(addr), add, __ATOMIC_SEQ_CST);
+    return true;
+  }
+};
+
+}  // namespace softrdma::core

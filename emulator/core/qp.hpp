@@ -1,0 +1,83 @@
+// A queue pair and the transport state its three engines keep (IBTA vol. 1 ch. 9.7): the
+// requester (send queue to request packets), the completer (ACKs and responses to send
+// completions, timers) and the responder (request packets to memory, receive completions,
+// ACKs and responses).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "emulator/core/counters.hpp"
+#include "emulator/core/verbs_types.hpp"
+#include "emulator/core/wqe.hpp"
+
+namespace softrdma::core {
+
+// A READ or atomic request the responder accepted: the resource it holds until the
+// requester has seen the response (max_dest_rd_atomic of them, s9.7.5.1.4), and the record
+// it answers a duplicate from (s9.7.5.1.7): a READ is executed again from the duplicate's
+// PSN, an atomic's original value is sent again, never recomputed.
+struct ResponderResource {
+  bool atomic = false;
+  std::uint32_t psn = 0;      // the request's PSN (a READ: its first response's PSN)
+  std::uint32_t packets = 1;  // response packets
+  std::uint64_t host = 0;     // READ: host address of the first byte
+  std::uint64_t length = 0;   // READ: bytes
+  std::uint32_t next = 0;     // READ: response packets sent so far in this pass
+  std::uint64_t original = 0; // atomic: the value before the operation
+  std::uint32_t msn = 0;      // the MSN its responses carry
+  bool sending = false;       // responses still to send
+};
+
+struct Qp {
+  std::uint32_t qpn = 0;
+  QpInitAttr init;
+  QpAttr attr;  // attr.qp_state is the QP's state
+  std::uint16_t udp_src_port = 0xC000;
+
+  // Requester (s9.7.4).
+  std::deque<SendWqe> sq;                // posted, not yet retired
+  std::size_t next_wqe = 0;              // sq index of the WQE to transmit from
+  std::uint32_t next_index = 0;          // its packet to transmit next (resends rewind it)
+  std::uint32_t send_psn = 0;            // where the next new WQE's PSNs start
+  std::uint32_t packets_since_ack_req = 0;
+  std::uint32_t rd_atomic_in_flight = 0;  // READ/atomic WQEs started and not complete (<= max_rd_atomic)
+  std::uint32_t max_sent_psn = 0;         // the highest PSN sent: anything at or below is a resend
+  bool sent_any = false;
+
+  // Completer (s9.7.5.2).
+  Time retransmit_at = 0;  // 0: not armed
+  Time rnr_at = 0;         // 0: not waiting out an RNR NAK
+  std::uint8_t retry_left = 0;
+  std::uint8_t rnr_left = 0;
+  std::uint32_t read_received = 0;  // response packets received for the READ at the head of the window
+  std::uint32_t una_psn = 0;        // the oldest PSN not yet acknowledged
+  bool rewound_for_gap = false;     // a READ response gap already made us resend (once per gap)
+
+  // Responder (s9.7.5.1).
+  std::deque<RecvWqe> rq;
+  std::uint32_t epsn = 0;  // expected PSN
+  std::uint32_t msn = 0;   // messages completed, 24 bits
+  bool nak_sent = false;   // a PSN sequence error NAK is out; stay quiet until epsn arrives
+  bool uc_dropping = false;  // UC: dropping the rest of a message that lost a packet (s9.8.3)
+  // The message in progress: a SEND filling recv (SGE offset recv_offset), or a WRITE
+  // filling host memory at write_host with write_left bytes still allowed.
+  bool in_send = false;
+  bool in_write = false;
+  RecvWqe recv;
+  std::uint64_t recv_offset = 0;
+  std::uint64_t write_host = 0;
+  std::uint64_t write_left = 0;
+  std::uint32_t write_imm_len = 0;  // WRITE with immediate: the message's length, for the WC
+  std::deque<ResponderResource> resources;
+  // An ACK or NAK to send for `ack_psn` (coalesced: a later one replaces an earlier).
+  bool ack_pending = false;
+  std::uint32_t ack_psn = 0;
+  std::uint8_t ack_syndrome = 0;
+
+  QpCounters counters;
+
+  QpState state() const { return attr.qp_state; }
+};
+
+}  // namespace softrdma::core

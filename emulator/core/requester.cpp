@@ -1,0 +1,237 @@
+// The requester (IBTA vol. 1 s9.7.4): segments send WQEs into request packets by path MTU,
+// numbers them with PSNs, asks for ACKs, and resends from wherever the completer rewinds it.
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/core/psn.hpp"
+#include "emulator/core/rnr_timer.hpp"
+#include "emulator/core/transport.hpp"
+
+namespace softrdma::core {
+namespace {
+
+using wire::Operation;
+
+Operation operation_for(WrOpcode op, bool first, bool last) {
+  const auto pick = [&](Operation only, Operation f, Operation middle, Operation l) {
+    return first && last ? only : first ? f : last ? l : middle;
+  };
+  switch (op) {
+    case WrOpcode::send:
+      return pick(Operation::send_only, Operation::send_first, Operation::send_middle, Operation::send_last);
+    case WrOpcode::send_with_imm:
+      return pick(Operation::send_only_imm, Operation::send_first, Operation::send_middle, Operation::send_last_imm);
+    case WrOpcode::send_with_inv:
+      return pick(Operation::send_only_inv, Operation::send_first, Operation::send_middle, Operation::send_last_inv);
+    case WrOpcode::rdma_write:
+      return pick(Operation::write_only, Operation::write_first, Operation::write_middle, Operation::write_last);
+    case WrOpcode::rdma_write_with_imm:
+      return pick(Operation::write_only_imm, Operation::write_first, Operation::write_middle, Operation::write_last_imm);
+    case WrOpcode::rdma_read: return Operation::read_request;
+    case WrOpcode::atomic_cmp_and_swp: return Operation::compare_swap;
+    case WrOpcode::atomic_fetch_and_add: return Operation::fetch_add;
+    case WrOpcode::local_inv:
+    case WrOpcode::bind_mw: break;
+  }
+  return Operation::send_only;
+}
+
+wire::Transport transport_for(QpType t) {
+  return t == QpType::rc ? wire::Transport::rc : t == QpType::uc ? wire::Transport::uc : wire::Transport::ud;
+}
+
+bool is_local(WrOpcode op) { return op == WrOpcode::local_inv || op == WrOpcode::bind_mw; }
+
+// PSNs the WQE uses: one per packet, and for a READ one per response packet (s9.7.1).
+std::uint32_t packets_for(const SendWqe& w, std::uint32_t mtu) {
+  if (w.wr.opcode == WrOpcode::atomic_cmp_and_swp || w.wr.opcode == WrOpcode::atomic_fetch_and_add) return 1;
+  return std::max<std::uint32_t>(1, static_cast<std::uint32_t>((w.length + mtu - 1) / mtu));
+}
+
+}  // namespace
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::rdma_write:
+    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
+    case WrOpcode::local_inv: return WcOpcode::local_inv;
+    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    case WrOpcode::send:
+    case WrOpcode::send_with_imm:
+    case WrOpcode::send_with_inv: break;
+  }
+  return WcOpcode::send;
+}
+
+bool is_read_or_atomic(WrOpcode op) {
+  return op == WrOpcode::rdma_read || op == WrOpcode::atomic_cmp_and_swp || op == WrOpcode::atomic_fetch_and_add;
+}
+
+void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
+  w.complete = true;
+  if (w.wr.opcode == WrOpcode::local_inv) {
+    // LOCAL_INV (s10.6.5): the MR or type 2 MW of the key becomes unusable until re-bound.
+    Region* r = d.find_region(w.wr.invalidate_rkey);
+    if (!r || r->pd != q.init.pd || r->kind == Region::Kind::mw_type1) {
+      w.status = WcStatus::loc_prot_err;
+      return;
+    }
+    if (r->kind != Region::Kind::mr && r->valid) --d.regions_.find(r->parent)->windows;
+    r->valid = false;
+    return;
+  }
+  // BIND_MW (s10.6.7.2): the window takes a range of a bound-capable MR, with access no wider
+  // than the MR allows, and a new rkey whose low byte the consumer chose.
+  Region* mw = d.find_region(w.wr.mw_rkey);
+  Region* mr = d.find_region(w.wr.bind_mr_lkey);
+  const bool ok = mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
+                  mr->valid && (mr->access & access::mw_bind) && w.wr.bind_addr >= mr->iova &&
+                  w.wr.bind_length <= mr->length && w.wr.bind_addr - mr->iova <= mr->length - w.wr.bind_length &&
+                  (!(w.wr.bind_access & (access::remote_write | access::remote_atomic)) || (mr->access & access::local_write));
+  if (!ok) {
+    w.status = WcStatus::mw_bind_err;
+    return;
+  }
+  if (mw->valid) --d.regions_.find(mw->parent)->windows;
+  mw->valid = w.wr.bind_length > 0;  // binding zero bytes unbinds (s10.6.7.2.1)
+  mw->parent = w.wr.bind_mr_lkey >> 8;
+  mw->iova = w.wr.bind_addr;
+  mw->length = w.wr.bind_length;
+  mw->host = mr->host + (w.wr.bind_addr - mr->iova);
+  mw->access = w.wr.bind_access & (access::remote_read | access::remote_write | access::remote_atomic);
+  mw->bound_qp = q.qpn;
+  mw->key = (mw->key & ~0xFFu) | (w.wr.bind_new_rkey & 0xFFu);
+  if (mw->valid) ++mr->windows;
+}
+
+std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
+  if (q.state() != QpState::rts || q.rnr_at != 0) return std::nullopt;
+  const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
+  while (q.next_wqe < q.sq.size()) {
+    SendWqe& w = q.sq[q.next_wqe];
+    if (is_local(w.wr.opcode)) {
+      // Local operations wait for the WQEs before them, like a fence (s10.6.7.2.1).
+      if (q.next_wqe != 0) return std::nullopt;
+      execute_local(d, q, w);
+      ++q.next_wqe;
+      Completer::retire(d, q);
+      continue;
+    }
+    if (w.complete) {  // failed before it was sent, or acknowledged while being resent
+      ++q.next_wqe;
+      q.next_index = 0;
+      continue;
+    }
+    if (!w.started) {
+      const bool rd_atomic = is_read_or_atomic(w.wr.opcode);
+      // A fenced WQE waits for every READ and atomic before it (s10.8.3.3); READs and
+      // atomics in flight are bounded by max_rd_atomic (s9.7.4.1.4).
+      if ((w.wr.flags & send_flags::fence) && q.rd_atomic_in_flight > 0) return std::nullopt;
+      if (rd_atomic && q.rd_atomic_in_flight >= std::max<std::uint8_t>(q.attr.max_rd_atomic, 1)) return std::nullopt;
+      if (!q.sq.empty() && q.sq.front().started &&
+          static_cast<std::uint32_t>(psn_diff(q.send_psn, q.sq.front().first_psn)) >= d.config_.max_inflight_packets)
+        return std::nullopt;
+      if (q.init.qp_type == QpType::ud && w.length > mtu) {
+        Completer::fail(d, q, w, WcStatus::loc_len_err);  // one UD message is one packet (s9.8.2)
+        continue;
+      }
+      if (rd_atomic && w.wr.opcode != WrOpcode::rdma_read && (w.length < 8 || w.wr.remote_addr % 8 != 0)) {
+        Completer::fail(d, q, w, WcStatus::loc_len_err);  // atomics move one aligned 8-byte word
+        continue;
+      }
+      w.started = true;
+      w.first_psn = q.send_psn;
+      w.packets = packets_for(w, mtu);
+      q.send_psn = psn_add(q.send_psn, w.packets);
+      q.next_index = 0;
+      if (rd_atomic) ++q.rd_atomic_in_flight;
+    }
+
+    // Build packet `q.next_index` of `w`.
+    const std::uint32_t index = q.next_index;
+    const std::uint32_t psn = psn_add(w.first_psn, index);
+    const bool read = w.wr.opcode == WrOpcode::rdma_read;
+    const bool atomic = is_read_or_atomic(w.wr.opcode) && !read;
+    const bool first = index == 0;
+    const bool last = read || atomic || index + 1 == w.packets;
+    const std::uint64_t offset = std::uint64_t{index} * mtu;
+    const std::uint32_t payload = read || atomic ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.length - offset));
+
+    Gid dgid = q.attr.ah_attr.dgid;
+    wire::IbRepr h;
+    h.opcode = wire::opcode(transport_for(q.init.qp_type), operation_for(w.wr.opcode, first, last));
+    h.mig_req = true;  // APM: the path is migrated, as every QP starts (s9.2.3, ibv path_mig_state)
+    h.dest_qp = q.attr.dest_qp_num;
+    h.psn = psn;
+    h.solicited_event = last && (w.wr.flags & send_flags::solicited);
+    if (q.init.qp_type == QpType::ud) {
+      const Ah* ah = d.ahs_.find(w.wr.ah);
+      if (!ah) {
+        Completer::fail(d, q, w, WcStatus::loc_qp_op_err);
+        continue;
+      }
+      dgid = ah->av.dgid;
+      h.dest_qp = w.wr.remote_qpn;
+      // A Q_Key with its high bit set means "use the QP's own" (s10.2.5).
+      h.qkey = (w.wr.remote_qkey & 0x80000000u) ? q.attr.qkey : w.wr.remote_qkey;
+      h.src_qp = q.qpn;
+    }
+    if (q.init.qp_type == QpType::rc) {
+      // AckReq on a message's last packet and periodically within long ones (s9.7.4.1.3).
+      h.ack_req = last || ++q.packets_since_ack_req >= d.config_.ack_req_every;
+      if (h.ack_req) q.packets_since_ack_req = 0;
+    }
+    h.va = w.wr.remote_addr + (read ? offset : 0);
+    h.rkey = w.wr.rkey;
+    h.dma_length = static_cast<std::uint32_t>(read ? w.length - offset : w.length);
+    h.imm = w.wr.imm_data;
+    h.invalidate_rkey = w.wr.invalidate_rkey;
+    if (w.wr.opcode == WrOpcode::atomic_cmp_and_swp) {
+      h.swap_add = w.wr.swap;
+      h.compare = w.wr.compare_add;
+    } else {
+      h.swap_add = w.wr.compare_add;
+    }
+
+    TxPacket pkt = d.packet_to(q, dgid);
+    const std::size_t pad = wire::IbRepr::pad_for(payload);
+    const std::size_t header = wire::info(h.opcode).header_length;
+    pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);
+    h.emit_headers(pkt.bytes.data(), payload);
+    const std::span<std::uint8_t> body(pkt.bytes.data() + header, payload);
+    if (w.wr.flags & send_flags::inline_data) {
+      std::memcpy(body.data(), w.wr.inline_data.data() + offset, payload);
+    } else if (!d.gather(w.wr.sg_list, q.init.pd, offset, body)) {
+      Completer::fail(d, q, w, WcStatus::loc_prot_err);  // a bad lkey or range (s10.6.3.3)
+      continue;
+    }
+    std::memset(pkt.bytes.data() + header + payload, 0, pad + wire::kIcrcLength);
+    d.finish(pkt);
+
+    ++q.counters.sent_pkts;
+    q.counters.sent_bytes += pkt.bytes.size();
+    if (psn_diff(psn, q.max_sent_psn) <= 0 && q.sent_any) ++q.counters.retransmitted_pkts;
+    else q.max_sent_psn = psn;
+    q.sent_any = true;
+
+    ++q.next_index;
+    if (last || read) {
+      ++q.next_wqe;
+      q.next_index = 0;
+      // UC and UD have no acknowledgements: a WQE is done once its last packet is out.
+      if (q.init.qp_type != QpType::rc) {
+        w.complete = true;
+        Completer::retire(d, q);
+      }
+    }
+    if (q.init.qp_type == QpType::rc && q.retransmit_at == 0 && q.attr.timeout != 0)
+      q.retransmit_at = now + ack_timeout(q.attr.timeout);
+    return pkt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace softrdma::core

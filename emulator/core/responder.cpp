@@ -1,0 +1,386 @@
+// The responder (IBTA vol. 1 s9.7.5.1; UC s9.8.3; UD s9.8.2): checks each request's PSN,
+// executes SENDs, WRITEs, READs and atomics against registered memory, completes receive
+// WQEs, and answers with ACKs, NAKs, READ responses and atomic ACKs.
+#include <algorithm>
+#include <cstring>
+
+#include "emulator/core/psn.hpp"
+#include "emulator/core/roce_headers.hpp"
+#include "emulator/core/transport.hpp"
+
+namespace softrdma::core {
+namespace {
+
+using wire::Ext;
+using wire::OpFlag;
+
+constexpr std::uint8_t kAckNoCredit = 0x1F;  // "no credit information", as Linux rxe sends
+constexpr std::size_t kResourceHistory = 64;  // finished READs/atomics kept to answer duplicates
+constexpr std::size_t kGrhLength = 40;
+
+std::uint8_t nak(wire::NakCode code) { return wire::make_syndrome(wire::AckKind::nak, static_cast<std::uint8_t>(code)); }
+
+void queue_ack(Qp& q, std::uint32_t psn, std::uint8_t syndrome) {
+  q.ack_pending = true;
+  q.ack_psn = psn;
+  q.ack_syndrome = syndrome;
+}
+
+Endpoints endpoints_of(const RxPacket& rx) { return {rx.src_gid, rx.dst_gid, rx.src_port, 0, 0, 64}; }
+
+// A receive WQE for a new message, from the SRQ or the QP's own queue.
+std::optional<RecvWqe> take_recv(Device& d, Qp& q) {
+  std::deque<RecvWqe>* queue = &q.rq;
+  Srq* srq = nullptr;
+  if (q.init.srq) {
+    srq = d.srqs_.find(q.init.srq);
+    queue = &srq->queue;
+  }
+  if (queue->empty()) return std::nullopt;
+  RecvWqe r = std::move(queue->front());
+  queue->pop_front();
+  // The SRQ limit event fires once when the queue drops below the armed limit (s10.2.9.3).
+  if (srq && srq->limit && srq->queue.size() < srq->limit) {
+    srq->limit = 0;
+    d.raise(AsyncEventType::srq_limit_reached, q.init.srq);
+  }
+  return r;
+}
+
+bool recv_available(Device& d, const Qp& q) {
+  return q.init.srq ? !d.srqs_.find(q.init.srq)->queue.empty() : !q.rq.empty();
+}
+
+void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
+                   const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
+  Wc wc;
+  wc.wr_id = r.wr.wr_id;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.byte_len = byte_len;
+  wc.qp_num = q.qpn;
+  wc.src_qp = src_qp;
+  wc.wc_flags = flags;
+  if (const auto* h = p.ext(Ext::immdt)) {
+    wc.imm_data = wire::ImmDt::imm::get(h);
+    wc.wc_flags |= wc_flags::with_imm;
+  }
+  if (const auto* h = p.ext(Ext::ieth)) {
+    wc.imm_data = wire::Ieth::rkey::get(h);
+    wc.wc_flags |= wc_flags::with_inv;
+  }
+  d.complete(q.init.recv_cq, wc, wire::Bth::solicited_event::get(p.bth()));
+}
+
+// A request the responder cannot execute: RC answers with a NAK and the QP enters the error
+// state (s9.7.5.1.3: invalid request, remote access and remote operational errors are
+// fatal); UC drops the message.
+void reject(Device& d, Qp& q, const wire::IbPacket& p, wire::NakCode code) {
+  if (q.init.qp_type == QpType::uc) {
+    q.uc_dropping = true;
+    q.in_send = q.in_write = false;
+    return;
+  }
+  queue_ack(q, p.psn(), nak(code));
+  if (auto pkt = Responder::next(d, q)) d.control_.push_back(std::move(*pkt));
+  d.enter_error(q);
+}
+
+void answer_duplicate(Qp& q, const wire::IbPacket& p) {
+  ++q.counters.duplicate_request;
+  const std::uint32_t psn = p.psn();
+  const wire::OpcodeInfo& oi = p.info();
+  if (oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) {
+    // Execute a READ again from the duplicate's PSN; resend an atomic's saved result
+    // (s9.7.5.1.7). A request older than the history is dropped.
+    for (ResponderResource& r : q.resources) {
+      const std::int32_t into = psn_diff(psn, r.psn);
+      if (into < 0 || static_cast<std::uint32_t>(into) >= r.packets) continue;
+      r.next = static_cast<std::uint32_t>(into);
+      r.sending = true;
+      return;
+    }
+    return;
+  }
+  // A duplicate SEND or WRITE is not executed again; the ACK says how far we are.
+  queue_ack(q, psn_add(q.epsn, kPsnMask), wire::make_syndrome(wire::AckKind::ack, kAckNoCredit));
+}
+
+void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi, std::uint32_t src_qp) {
+  if (oi.is(OpFlag::first)) {
+    auto r = take_recv(d, q);
+    q.recv = std::move(*r);
+    q.recv_offset = 0;
+    q.in_send = true;
+  }
+  const auto payload = p.payload();
+  if (q.recv_offset + payload.size() > q.recv.length) {
+    // The message does not fit the receive buffers: a local length error at the responder,
+    // an invalid request for the requester (s9.7.5.1.3 / s11.6.2).
+    complete_recv(d, q, q.recv, WcStatus::loc_len_err, WcOpcode::recv, 0, p, src_qp, 0);
+    q.in_send = false;
+    reject(d, q, p, wire::NakCode::invalid_request);
+    return;
+  }
+  if (!d.scatter(q.recv.wr.sg_list, q.init.pd, q.recv_offset, payload)) {
+    complete_recv(d, q, q.recv, WcStatus::loc_prot_err, WcOpcode::recv, 0, p, src_qp, 0);
+    q.in_send = false;
+    reject(d, q, p, wire::NakCode::remote_operational_error);
+    return;
+  }
+  q.recv_offset += payload.size();
+  if (!oi.is(OpFlag::last)) return;
+  if (const auto* h = p.ext(Ext::ieth)) {
+    // SEND with Invalidate (s9.4.1.1.1): the named MR or type 2 MW becomes unusable.
+    Region* r = d.find_region(wire::Ieth::rkey::get(h));
+    if (r && r->pd == q.init.pd && r->kind != Region::Kind::mw_type1) {
+      if (r->kind != Region::Kind::mr && r->valid) --d.regions_.find(r->parent)->windows;
+      r->valid = false;
+    }
+  }
+  complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp, 0);
+  q.in_send = false;
+}
+
+bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi) {
+  if (oi.is(OpFlag::first)) {
+    const auto* reth = p.ext(Ext::reth);
+    const std::uint64_t len = wire::Reth::dma_length::get(reth);
+    const auto host = (q.attr.qp_access_flags & access::remote_write)
+                          ? d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                                        access::remote_write, q.qpn)
+                          : std::nullopt;
+    if (!host) {
+      reject(d, q, p, wire::NakCode::remote_access_error);
+      return false;
+    }
+    q.write_host = *host;
+    q.write_left = len;
+    q.write_imm_len = static_cast<std::uint32_t>(len);
+    q.in_write = true;
+  }
+  const auto payload = p.payload();
+  // The packets of a WRITE carry exactly the RETH's length (s9.7.5.1.3, C9-91).
+  if (payload.size() > q.write_left || (oi.is(OpFlag::last) && payload.size() != q.write_left)) {
+    reject(d, q, p, wire::NakCode::invalid_request);
+    return false;
+  }
+  if (!payload.empty() && !d.memory_.write(q.write_host, payload)) {
+    reject(d, q, p, wire::NakCode::remote_access_error);
+    return false;
+  }
+  q.write_host += payload.size();
+  q.write_left -= payload.size();
+  if (oi.is(OpFlag::last)) q.in_write = false;
+  return true;
+}
+
+void keep_resource(Qp& q, ResponderResource r) {
+  q.resources.push_back(r);
+  while (q.resources.size() > kResourceHistory && !q.resources.front().sending) q.resources.pop_front();
+}
+
+bool resources_exhausted(const Qp& q) {
+  const auto busy = std::count_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  return static_cast<std::size_t>(busy) >= std::max<std::uint8_t>(q.attr.max_dest_rd_atomic, 1);
+}
+
+void execute_read(Device& d, Qp& q, const wire::IbPacket& p) {
+  const auto* reth = p.ext(Ext::reth);
+  const std::uint64_t len = wire::Reth::dma_length::get(reth);
+  if (resources_exhausted(q)) return reject(d, q, p, wire::NakCode::invalid_request);  // s9.7.5.1.4
+  const auto host = (q.attr.qp_access_flags & access::remote_read)
+                        ? d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                                      access::remote_read, q.qpn)
+                        : std::nullopt;
+  if (!host) return reject(d, q, p, wire::NakCode::remote_access_error);
+  const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
+  ResponderResource r;
+  r.psn = p.psn();
+  r.packets = std::max<std::uint32_t>(1, static_cast<std::uint32_t>((len + mtu - 1) / mtu));
+  r.host = *host;
+  r.length = len;
+  q.msn = psn_add(q.msn, 1);
+  r.msn = q.msn;
+  r.sending = true;
+  q.epsn = psn_add(q.epsn, r.packets);
+  keep_resource(q, r);
+}
+
+void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
+  const auto* a = p.ext(Ext::atomiceth);
+  const std::uint64_t va = wire::AtomicEth::va::get(a);
+  if (resources_exhausted(q)) return reject(d, q, p, wire::NakCode::invalid_request);
+  if (va % 8 != 0) return reject(d, q, p, wire::NakCode::invalid_request);  // s9.4.5: 8-byte aligned
+  const auto host = (q.attr.qp_access_flags & access::remote_atomic)
+                        ? d.translate(wire::AtomicEth::rkey::get(a), q.init.pd, va, 8, access::remote_atomic, q.qpn)
+                        : std::nullopt;
+  if (!host) return reject(d, q, p, wire::NakCode::remote_access_error);
+  ResponderResource r;
+  r.atomic = true;
+  r.psn = p.psn();
+  const bool ok = wire::operation_of(p.opcode()) == wire::Operation::compare_swap
+                      ? d.memory_.compare_swap(*host, wire::AtomicEth::compare::get(a), wire::AtomicEth::swap_add::get(a), r.original)
+                      : d.memory_.fetch_add(*host, wire::AtomicEth::swap_add::get(a), r.original);
+  if (!ok) return reject(d, q, p, wire::NakCode::remote_access_error);
+  q.msn = psn_add(q.msn, 1);
+  r.msn = q.msn;
+  r.sending = true;
+  q.epsn = psn_add(q.epsn, 1);
+  keep_resource(q, r);
+}
+
+void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
+  const auto* deth = p.ext(Ext::deth);
+  // A datagram for another Q_Key is dropped silently (s9.6.1.1.3 C9-48).
+  if (wire::Deth::qkey::get(deth) != q.attr.qkey) {
+    ++d.counters_.dropped;
+    return;
+  }
+  auto r = take_recv(d, q);
+  if (!r) {
+    ++d.counters_.dropped;  // UD has no RNR: the datagram is lost (s9.8.2)
+    return;
+  }
+  const auto payload = p.payload();
+  const std::uint32_t src_qp = wire::Deth::src_qp::get(deth);
+  if (kGrhLength + payload.size() > r->length) {
+    complete_recv(d, q, *r, WcStatus::loc_len_err, WcOpcode::recv, 0, p, src_qp, 0);
+    return;
+  }
+  std::uint8_t grh[kGrhLength];
+  write_grh(endpoints_of(rx), p.bytes().size(), grh);
+  if (!d.scatter(r->wr.sg_list, q.init.pd, 0, grh) || !d.scatter(r->wr.sg_list, q.init.pd, kGrhLength, payload)) {
+    complete_recv(d, q, *r, WcStatus::loc_prot_err, WcOpcode::recv, 0, p, src_qp, 0);
+    return;
+  }
+  complete_recv(d, q, *r, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(kGrhLength + payload.size()), p,
+                src_qp, wc_flags::grh);
+}
+
+}  // namespace
+
+void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
+  const QpState s = q.state();
+  if (s != QpState::rtr && s != QpState::rts && s != QpState::sqd) {
+    ++d.counters_.dropped;
+    return;
+  }
+  if (q.init.qp_type == QpType::ud) return on_ud(d, q, p, rx);
+
+  const wire::OpcodeInfo& oi = p.info();
+  const std::uint32_t psn = p.psn();
+  const std::int32_t ahead = psn_diff(psn, q.epsn);
+  const bool rc = q.init.qp_type == QpType::rc;
+  if (rc) {
+    if (ahead < 0) return answer_duplicate(q, p);
+    if (ahead > 0) {
+      // A gap: one NAK for the episode, then silence until the expected PSN arrives
+      // (s9.7.5.1.1), as Linux rxe does.
+      ++q.counters.out_of_seq_request;
+      if (!q.nak_sent) queue_ack(q, q.epsn, nak(wire::NakCode::psn_sequence_error));
+      q.nak_sent = true;
+      return;
+    }
+    q.nak_sent = false;
+  } else {
+    // UC (s9.8.3): a lost packet loses its message; the next FIRST or ONLY starts afresh.
+    if (ahead != 0) {
+      ++q.counters.out_of_seq_request;
+      q.uc_dropping = true;
+      q.in_write = false;
+      if (q.in_send) {
+        // The WQE is reused for the next message, not completed.
+        (q.init.srq ? d.srqs_.find(q.init.srq)->queue : q.rq).push_front(std::move(q.recv));
+        q.in_send = false;
+      }
+    }
+    q.epsn = psn_add(psn, 1);
+    if (q.uc_dropping && !oi.is(OpFlag::first)) return;
+    q.uc_dropping = false;
+  }
+
+  // The opcode must continue the message in progress, or start one (s9.7.5.1.3 C9-84).
+  const bool continues = oi.is(OpFlag::send) ? q.in_send : oi.is(OpFlag::write) && q.in_write;
+  if (oi.is(OpFlag::first) ? (q.in_send || q.in_write) : !continues) return reject(d, q, p, wire::NakCode::invalid_request);
+  if ((oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) && !rc) return reject(d, q, p, wire::NakCode::invalid_request);
+
+  // A message that needs a receive WQE waits for one: RNR NAK (s9.7.5.1.5), and the
+  // requester sends the packet again later. UC cannot wait: the message is dropped.
+  const bool needs_recv = oi.is(OpFlag::consumes_recv) && (oi.is(OpFlag::first) || !oi.is(OpFlag::send));
+  if (needs_recv && !recv_available(d, q)) {
+    if (!rc) {
+      q.uc_dropping = !oi.is(OpFlag::last);
+      ++d.counters_.dropped;
+      return;
+    }
+    ++q.counters.send_rnr_err;
+    queue_ack(q, psn, wire::make_syndrome(wire::AckKind::rnr_nak, q.attr.min_rnr_timer));
+    return;
+  }
+
+  if (oi.is(OpFlag::read)) return execute_read(d, q, p);
+  if (oi.is(OpFlag::atomic)) return execute_atomic(d, q, p);
+  if (oi.is(OpFlag::send)) {
+    execute_send(d, q, p, oi, 0);
+  } else if (execute_write(d, q, p, oi) && oi.is(OpFlag::immediate)) {
+    auto r = take_recv(d, q);
+    complete_recv(d, q, *r, WcStatus::success, WcOpcode::recv_rdma_with_imm, q.write_imm_len, p, 0, 0);
+  }
+  if (q.state() == QpState::err) return;
+  if (!rc) return;
+  if (oi.is(OpFlag::last)) q.msn = psn_add(q.msn, 1);
+  q.epsn = psn_add(psn, 1);
+  if (p.ack_req()) queue_ack(q, psn, wire::make_syndrome(wire::AckKind::ack, kAckNoCredit));
+}
+
+std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
+  wire::IbRepr h;
+  h.dest_qp = q.attr.dest_qp_num;
+  h.mig_req = true;
+  std::uint32_t payload = 0;
+  std::uint64_t payload_host = 0;
+  if (q.ack_pending) {
+    q.ack_pending = false;
+    h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::ack);
+    h.psn = q.ack_psn;
+    h.syndrome = q.ack_syndrome;
+    h.msn = q.msn;
+  } else {
+    auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+    if (it == q.resources.end()) return std::nullopt;
+    ResponderResource& r = *it;
+    h.syndrome = wire::make_syndrome(wire::AckKind::ack, kAckNoCredit);
+    h.msn = r.msn;
+    h.psn = psn_add(r.psn, r.next);
+    if (r.atomic) {
+      h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::atomic_ack);
+      h.original_data = r.original;
+      r.sending = false;
+    } else {
+      const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
+      const bool first = r.next == 0, last = r.next + 1 == r.packets;
+      h.opcode = wire::opcode(wire::Transport::rc, first && last ? wire::Operation::read_response_only
+                                                   : first       ? wire::Operation::read_response_first
+                                                   : last        ? wire::Operation::read_response_last
+                                                                 : wire::Operation::read_response_middle);
+      const std::uint64_t offset = std::uint64_t{r.next} * mtu;
+      payload = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, r.length - offset));
+      payload_host = r.host + offset;
+      if (++r.next == r.packets) r.sending = false;
+    }
+  }
+  TxPacket pkt = d.packet_to(q, q.attr.ah_attr.dgid);
+  const std::size_t header = wire::info(h.opcode).header_length;
+  const std::size_t pad = wire::IbRepr::pad_for(payload);
+  pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);
+  h.emit_headers(pkt.bytes.data(), payload);
+  if (payload && !d.memory_.read(payload_host, {pkt.bytes.data() + header, payload})) return std::nullopt;
+  std::memset(pkt.bytes.data() + header + payload, 0, pad + wire::kIcrcLength);
+  d.finish(pkt);
+  ++q.counters.sent_pkts;
+  q.counters.sent_bytes += pkt.bytes.size();
+  return pkt;
+}
+
+}  // namespace softrdma::core

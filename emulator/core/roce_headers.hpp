@@ -1,0 +1,32 @@
+// The IP and UDP headers a RoCEv2 packet travels in, as the engine's hosts send them: IPv4
+// with ID 0 and DF (what an unconnected UDP socket with IP_PMTUDISC_DO sends, DESIGN.md §4),
+// or IPv6; UDP to port 4791. The engine needs them for two things only: the ICRC, which
+// covers them (IBTA vol. 1 annex A17.4.2), and the GRH a UD receive buffer starts with
+// (s11.4.1.2: 40 bytes; for IPv4 the header sits in the last 20 of them).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "emulator/core/verbs_types.hpp"
+
+namespace softrdma::core {
+
+struct Endpoints {
+  Gid src{};
+  Gid dst{};
+  std::uint16_t src_port = 0;
+  std::uint8_t traffic_class = 0;
+  std::uint32_t flow_label = 0;
+  std::uint8_t hop_limit = 64;
+};
+
+bool is_ipv4_mapped(const Gid& gid);
+
+// The ICRC of `covered` (BTH through pad) sent between `e`.
+std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> covered);
+
+// Writes the 40-byte GRH area of a UD receive for a `ib_length`-byte packet between `e`.
+void write_grh(const Endpoints& e, std::size_t ib_length, std::uint8_t* out40);
+
+}  // namespace softrdma::core

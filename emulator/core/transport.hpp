@@ -1,0 +1,40 @@
+// The three engines of the transport (IBTA vol. 1 s9.7), as Linux rxe splits them: the
+// requester turns send WQEs into request packets, the responder executes request packets and
+// answers them, the completer turns answers (and their absence) into send completions. They
+// share the Device's objects; device_net.cpp routes packets and time to them.
+#pragma once
+
+#include <optional>
+
+#include "emulator/core/device.hpp"
+#include "wire/ib_packet.hpp"
+
+namespace softrdma::core {
+
+struct Requester {
+  // The next request packet of `qp`, if its send queue has one to send now.
+  static std::optional<TxPacket> next(Device& d, Qp& qp, Time now);
+  // Local operations at the head of the queue (LOCAL_INV, BIND_MW) execute when reached.
+  static void execute_local(Device& d, Qp& qp, SendWqe& w);
+};
+
+struct Responder {
+  static void on_request(Device& d, Qp& qp, const wire::IbPacket& p, const RxPacket& rx);
+  // The next ACK/NAK, atomic ACK or READ response of `qp`.
+  static std::optional<TxPacket> next(Device& d, Qp& qp);
+};
+
+struct Completer {
+  static void on_response(Device& d, Qp& qp, const wire::IbPacket& p, Time now);
+  static void on_timer(Device& d, Qp& qp, Time now);
+  // Retires completed WQEs at the head of the send queue, in order, posting their WCs; a
+  // failed one moves the QP to the error state.
+  static void retire(Device& d, Qp& qp);
+  // Ends `w` with `status` (an error ends the QP too, once retired).
+  static void fail(Device& d, Qp& qp, SendWqe& w, WcStatus status);
+};
+
+WcOpcode wc_opcode(WrOpcode op);
+bool is_read_or_atomic(WrOpcode op);
+
+}  // namespace softrdma::core

@@ -1,0 +1,253 @@
+// The verbs vocabulary of the transport engine: QP types and states, work requests, work
+// completions, attributes and their masks, access flags, async events.
+//
+// The engine includes no rdma-core header (emulator/core links wire/ and the standard library
+// only), so these are its own definitions. Their numeric values are those of libibverbs'
+// ABI (infiniband/verbs.h, rdma-core 44), so the verbs shim passes them through unchanged and
+// a static_assert there checks every one.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace softrdma::core {
+
+// Nanoseconds since an epoch the caller chooses. All time comes in as arguments.
+using Time = std::uint64_t;
+
+using Gid = std::array<std::uint8_t, 16>;
+
+enum class QpType : std::uint8_t { rc = 2, uc = 3, ud = 4 };
+
+// IBTA vol. 1 s10.3.1 figure 124.
+enum class QpState : std::uint8_t { reset = 0, init = 1, rtr = 2, rts = 3, sqd = 4, sqe = 5, err = 6 };
+
+// Path MTU codes (IBTA vol. 1 s7.7.8 / ibv_mtu): 256 << (code - 1) bytes.
+enum class Mtu : std::uint8_t { mtu256 = 1, mtu512 = 2, mtu1024 = 3, mtu2048 = 4, mtu4096 = 5 };
+constexpr std::uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<unsigned>(m); }
+
+enum class WrOpcode : std::uint8_t {
+  rdma_write = 0,
+  rdma_write_with_imm = 1,
+  send = 2,
+  send_with_imm = 3,
+  rdma_read = 4,
+  atomic_cmp_and_swp = 5,
+  atomic_fetch_and_add = 6,
+  local_inv = 7,
+  bind_mw = 8,
+  send_with_inv = 9,
+};
+
+namespace send_flags {
+inline constexpr std::uint32_t fence = 1u << 0;
+inline constexpr std::uint32_t signaled = 1u << 1;
+inline constexpr std::uint32_t solicited = 1u << 2;
+inline constexpr std::uint32_t inline_data = 1u << 3;
+}  // namespace send_flags
+
+namespace access {
+inline constexpr std::uint32_t local_write = 1u << 0;
+inline constexpr std::uint32_t remote_write = 1u << 1;
+inline constexpr std::uint32_t remote_read = 1u << 2;
+inline constexpr std::uint32_t remote_atomic = 1u << 3;
+inline constexpr std::uint32_t mw_bind = 1u << 4;
+inline constexpr std::uint32_t zero_based = 1u << 5;
+}  // namespace access
+
+enum class WcStatus : std::uint8_t {
+  success = 0,
+  loc_len_err = 1,
+  loc_qp_op_err = 2,
+  loc_eec_op_err = 3,
+  loc_prot_err = 4,
+  wr_flush_err = 5,
+  mw_bind_err = 6,
+  bad_resp_err = 7,
+  loc_access_err = 8,
+  rem_inv_req_err = 9,
+  rem_access_err = 10,
+  rem_op_err = 11,
+  retry_exc_err = 12,
+  rnr_retry_exc_err = 13,
+  loc_rdd_viol_err = 14,
+  rem_inv_rd_req_err = 15,
+  rem_abort_err = 16,
+  inv_eecn_err = 17,
+  inv_eec_state_err = 18,
+  fatal_err = 19,
+  resp_timeout_err = 20,
+  general_err = 21,
+};
+
+enum class WcOpcode : std::uint8_t {
+  send = 0,
+  rdma_write = 1,
+  rdma_read = 2,
+  comp_swap = 3,
+  fetch_add = 4,
+  bind_mw = 5,
+  local_inv = 6,
+  recv = 128,
+  recv_rdma_with_imm = 129,
+};
+
+namespace wc_flags {
+inline constexpr std::uint32_t grh = 1u << 0;
+inline constexpr std::uint32_t with_imm = 1u << 1;
+inline constexpr std::uint32_t with_inv = 1u << 3;
+}  // namespace wc_flags
+
+// ibv_qp_attr_mask bits.
+namespace qp_attr {
+inline constexpr std::uint32_t state = 1u << 0;
+inline constexpr std::uint32_t cur_state = 1u << 1;
+inline constexpr std::uint32_t en_sqd_async_notify = 1u << 2;
+inline constexpr std::uint32_t access_flags = 1u << 3;
+inline constexpr std::uint32_t pkey_index = 1u << 4;
+inline constexpr std::uint32_t port = 1u << 5;
+inline constexpr std::uint32_t qkey = 1u << 6;
+inline constexpr std::uint32_t av = 1u << 7;
+inline constexpr std::uint32_t path_mtu = 1u << 8;
+inline constexpr std::uint32_t timeout = 1u << 9;
+inline constexpr std::uint32_t retry_cnt = 1u << 10;
+inline constexpr std::uint32_t rnr_retry = 1u << 11;
+inline constexpr std::uint32_t rq_psn = 1u << 12;
+inline constexpr std::uint32_t max_qp_rd_atomic = 1u << 13;
+inline constexpr std::uint32_t alt_path = 1u << 14;
+inline constexpr std::uint32_t min_rnr_timer = 1u << 15;
+inline constexpr std::uint32_t sq_psn = 1u << 16;
+inline constexpr std::uint32_t max_dest_rd_atomic = 1u << 17;
+inline constexpr std::uint32_t path_mig_state = 1u << 18;
+inline constexpr std::uint32_t cap = 1u << 19;
+inline constexpr std::uint32_t dest_qpn = 1u << 20;
+inline constexpr std::uint32_t rate_limit = 1u << 25;
+}  // namespace qp_attr
+
+enum class AsyncEventType : std::uint8_t {
+  cq_err = 0,
+  qp_fatal = 1,
+  qp_req_err = 2,
+  qp_access_err = 3,
+  comm_est = 4,
+  sq_drained = 5,
+  path_mig = 6,
+  path_mig_err = 7,
+  device_fatal = 8,
+  port_active = 9,
+  port_err = 10,
+  srq_err = 14,
+  srq_limit_reached = 15,
+  qp_last_wqe_reached = 16,
+};
+
+struct Sge {
+  std::uint64_t addr = 0;  // in the MR's address space (its iova)
+  std::uint32_t length = 0;
+  std::uint32_t lkey = 0;
+};
+
+struct SendWr {
+  std::uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::send;
+  std::uint32_t flags = 0;  // send_flags
+  std::vector<Sge> sg_list;
+  std::vector<std::uint8_t> inline_data;  // with send_flags::inline_data: the bytes, copied at post time
+  std::uint32_t imm_data = 0;             // network byte order value, as ibv_send_wr.imm_data
+  std::uint32_t invalidate_rkey = 0;      // send_with_inv, local_inv
+  // RDMA and atomics.
+  std::uint64_t remote_addr = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t compare_add = 0;
+  std::uint64_t swap = 0;
+  // UD.
+  std::uint32_t ah = 0;
+  std::uint32_t remote_qpn = 0;
+  std::uint32_t remote_qkey = 0;
+  // bind_mw.
+  std::uint32_t mw_rkey = 0;  // the MW's current rkey
+  std::uint32_t bind_new_rkey = 0;
+  std::uint32_t bind_mr_lkey = 0;
+  std::uint64_t bind_addr = 0;
+  std::uint64_t bind_length = 0;
+  std::uint32_t bind_access = 0;
+};
+
+struct RecvWr {
+  std::uint64_t wr_id = 0;
+  std::vector<Sge> sg_list;
+};
+
+struct Wc {
+  std::uint64_t wr_id = 0;
+  WcStatus status = WcStatus::success;
+  WcOpcode opcode = WcOpcode::send;
+  std::uint32_t vendor_err = 0;
+  std::uint32_t byte_len = 0;
+  std::uint32_t imm_data = 0;        // or the invalidated rkey with wc_flags::with_inv
+  std::uint32_t qp_num = 0;
+  std::uint32_t src_qp = 0;
+  std::uint32_t wc_flags = 0;
+  std::uint16_t pkey_index = 0;
+  std::uint8_t sl = 0;
+};
+
+struct QpCap {
+  std::uint32_t max_send_wr = 0;
+  std::uint32_t max_recv_wr = 0;
+  std::uint32_t max_send_sge = 0;
+  std::uint32_t max_recv_sge = 0;
+  std::uint32_t max_inline_data = 0;
+};
+
+// Where a QP's (or an AH's) packets go: the peer's GID and what the GRH fields say.
+struct AddressVector {
+  Gid dgid{};
+  std::uint8_t sgid_index = 0;
+  std::uint32_t flow_label = 0;
+  std::uint8_t hop_limit = 64;
+  std::uint8_t traffic_class = 0;
+  std::uint8_t sl = 0;
+  std::uint8_t port_num = 1;
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::reset;
+  QpState cur_qp_state = QpState::reset;
+  Mtu path_mtu = Mtu::mtu1024;
+  std::uint32_t qkey = 0;
+  std::uint32_t rq_psn = 0;
+  std::uint32_t sq_psn = 0;
+  std::uint32_t dest_qp_num = 0;
+  std::uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AddressVector ah_attr;
+  std::uint16_t pkey_index = 0;
+  bool sq_draining = false;
+  std::uint8_t en_sqd_async_notify = 0;
+  std::uint8_t max_rd_atomic = 0;
+  std::uint8_t max_dest_rd_atomic = 0;
+  std::uint8_t min_rnr_timer = 0;
+  std::uint8_t port_num = 1;
+  std::uint8_t timeout = 0;    // 4.096 us * 2^timeout; 0 = infinite (IBTA vol. 1 s9.7.6.1.3)
+  std::uint8_t retry_cnt = 0;  // 0..7
+  std::uint8_t rnr_retry = 0;  // 0..7, 7 = infinite
+};
+
+struct QpInitAttr {
+  QpType qp_type = QpType::rc;
+  std::uint32_t pd = 0;
+  std::uint32_t send_cq = 0;
+  std::uint32_t recv_cq = 0;
+  std::uint32_t srq = 0;  // 0: none
+  QpCap cap;
+  bool sq_sig_all = false;
+};
+
+struct AsyncEvent {
+  AsyncEventType type = AsyncEventType::port_active;
+  std::uint32_t element = 0;  // QPN, CQ handle, SRQ handle or port number, by type
+};
+
+}  // namespace softrdma::core
