@@ -27,6 +27,7 @@
 #include "emulator/core/qp.hpp"
 #include "emulator/core/qp_transition.hpp"
 #include "emulator/core/verbs_types.hpp"
+#include "wire/ib_packet.hpp"
 
 namespace softrdma::core {
 
@@ -166,7 +167,7 @@ class Device {
   // A new packet buffer for `qp` towards its destination, ICRC filled in by finish().
   TxPacket packet_to(const Qp& qp, const Gid& dgid) const;
   void finish(TxPacket& p) const;
-  bool icrc_ok(const RxPacket& p) const;
+  bool icrc_ok(const RxPacket& rx, const wire::IbPacket& p) const;
 
   DeviceConfig config_;
   Memory& memory_;
