@@ -28,6 +28,13 @@ cmake --build build/asan -j "$JOBS"
 step "tests under ASan + UBSan"
 (cd build/asan && ctest --output-on-failure -j "$JOBS")
 
+step "line coverage of emulator/core (gcovr)"
+cmake -S . -B build/coverage -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_COVERAGE=ON >/dev/null
+cmake --build build/coverage -j "$JOBS" --target core_tests
+find build/coverage -name '*.gcda' -delete
+(cd build/coverage && ./tests/core/core_tests >/dev/null)
+gcovr -r . --filter 'emulator/core/' build/coverage
+
 step "fuzz every parser for ${FUZZ_SECONDS}s each (clang libFuzzer)"
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DSOFTRDMA_FUZZ=ON >/dev/null
