@@ -26,8 +26,8 @@ bool valid_opcode(QpType type, WrOpcode op) {
     case WrOpcode::rdma_write:
     case WrOpcode::rdma_write_with_imm:
     case WrOpcode::local_inv:
-    case WrOpcode::bind_mw:
-    case WrOpcode::send_with_inv: return type != QpType::ud;
+    case WrOpcode::bind_mw: return type != QpType::ud;
+    case WrOpcode::send_with_inv:  // RC only: UC has no SEND-with-Invalidate opcode
     case WrOpcode::rdma_read:
     case WrOpcode::atomic_cmp_and_swp:
     case WrOpcode::atomic_fetch_and_add: return type == QpType::rc;
@@ -457,6 +457,8 @@ void Device::enter_error(Qp& q) {
   q.ack_pending = false;
   q.resources.clear();
   flush(q);
+  // Once, on entering ERR; flush() runs again for every WR posted in ERR and raises nothing.
+  if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);
 }
 
 void Device::flush(Qp& q) {
@@ -488,7 +490,6 @@ void Device::flush(Qp& q) {
   q.in_send = false;
   for (const RecvWqe& r : q.rq) flush_recv(r);
   q.rq.clear();
-  if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);
 }
 
 }  // namespace softrdma::core

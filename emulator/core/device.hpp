@@ -164,8 +164,9 @@ class Device {
   // Moves the QP to ERR and flushes every outstanding WR (s10.3.1, s11.4.1.1.2).
   void enter_error(Qp& qp);
   void flush(Qp& qp);
-  // A new packet buffer for `qp` towards its destination, ICRC filled in by finish().
-  TxPacket packet_to(const Qp& qp, const Gid& dgid) const;
+  // A new packet buffer for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in
+  // by finish().
+  TxPacket packet_to(const Qp& qp, const AddressVector& av) const;
   void finish(TxPacket& p) const;
   bool icrc_ok(const RxPacket& rx, const wire::IbPacket& p) const;
 

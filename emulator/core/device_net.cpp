@@ -20,11 +20,10 @@ wire::Transport transport_of(QpType t) {
 
 }  // namespace
 
-TxPacket Device::packet_to(const Qp& q, const Gid& dgid) const {
+TxPacket Device::packet_to(const Qp& q, const AddressVector& av) const {
   TxPacket p;
-  const AddressVector& av = q.attr.ah_attr;
   p.src_gid = config_.gids.empty() ? Gid{} : config_.gids[av.sgid_index < config_.gids.size() ? av.sgid_index : 0];
-  p.dst_gid = dgid;
+  p.dst_gid = av.dgid;
   p.src_port = q.udp_src_port;
   p.traffic_class = av.traffic_class;
   p.flow_label = av.flow_label;

@@ -88,6 +88,8 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
   Region* mw = d.find_region(w.wr.mw_rkey);
   Region* mr = d.find_region(w.wr.bind_mr_lkey);
   const bool ok = mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
+                  mr->pd == mw->pd &&  // the window, its MR and the QP share one PD
+                  !(mw->kind == Region::Kind::mw_type2 && mw->valid) &&  // type 2 binds only when free (as rxe)
                   mr->valid && (mr->access & access::mw_bind) && w.wr.bind_addr >= mr->iova &&
                   w.wr.bind_length <= mr->length && w.wr.bind_addr - mr->iova <= mr->length - w.wr.bind_length &&
                   (!(w.wr.bind_access & (access::remote_write | access::remote_atomic)) || (mr->access & access::local_write));
@@ -109,7 +111,8 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
 
 std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
   if (q.state() != QpState::rts || q.rnr_at != 0) return std::nullopt;
-  const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
+  // UD has no path MTU attribute: a datagram fits the port's MTU (as rxe's get_mtu).
+  const std::uint32_t mtu = mtu_bytes(q.init.qp_type == QpType::ud ? d.config_.max_mtu : q.attr.path_mtu);
   while (q.next_wqe < q.sq.size()) {
     SendWqe& w = q.sq[q.next_wqe];
     if (is_local(w.wr.opcode)) {
@@ -160,20 +163,22 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
     const std::uint64_t offset = std::uint64_t{index} * mtu;
     const std::uint32_t payload = read || atomic ? 0 : static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, w.length - offset));
 
-    Gid dgid = q.attr.ah_attr.dgid;
+    const AddressVector* route = &q.attr.ah_attr;  // UD: the WR's AH
     wire::IbRepr h;
     h.opcode = wire::opcode(transport_for(q.init.qp_type), operation_for(w.wr.opcode, first, last));
     h.mig_req = true;  // APM: the path is migrated, as every QP starts (s9.2.3, ibv path_mig_state)
     h.dest_qp = q.attr.dest_qp_num;
     h.psn = psn;
-    h.solicited_event = last && (w.wr.flags & send_flags::solicited);
+    // SE only where the responder completes a receive: SEND and WRITE with immediate (s9.2.2, as rxe).
+    h.solicited_event = last && (w.wr.flags & send_flags::solicited) &&
+                        (wire::info(h.opcode).is(wire::OpFlag::send) || wire::info(h.opcode).is(wire::OpFlag::immediate));
     if (q.init.qp_type == QpType::ud) {
       const Ah* ah = d.ahs_.find(w.wr.ah);
       if (!ah) {
         Completer::fail(d, q, w, WcStatus::loc_qp_op_err);
         continue;
       }
-      dgid = ah->av.dgid;
+      route = &ah->av;
       h.dest_qp = w.wr.remote_qpn;
       // A Q_Key with its high bit set means "use the QP's own" (s10.2.5).
       h.qkey = (w.wr.remote_qkey & 0x80000000u) ? q.attr.qkey : w.wr.remote_qkey;
@@ -196,7 +201,7 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
       h.swap_add = w.wr.compare_add;
     }
 
-    TxPacket pkt = d.packet_to(q, dgid);
+    TxPacket pkt = d.packet_to(q, *route);
     const std::size_t pad = wire::IbRepr::pad_for(payload);
     const std::size_t header = wire::info(h.opcode).header_length;
     pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);

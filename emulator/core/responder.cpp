@@ -21,6 +21,12 @@ constexpr std::size_t kGrhLength = 40;
 std::uint8_t nak(wire::NakCode code) { return wire::make_syndrome(wire::AckKind::nak, static_cast<std::uint8_t>(code)); }
 
 void queue_ack(Qp& q, std::uint32_t psn, std::uint8_t syndrome) {
+  // One slot, a later answer replacing an earlier one; but a NAK or RNR NAK still waiting to
+  // go is kept against an ACK or sequence NAK that says no more (for an earlier or the same
+  // PSN): replacing it would lose the RNR wait or the fast resend.
+  const bool weaker = wire::ack_kind(syndrome) == wire::AckKind::ack || syndrome == nak(wire::NakCode::psn_sequence_error);
+  if (q.ack_pending && wire::ack_kind(q.ack_syndrome) != wire::AckKind::ack && weaker && psn_diff(psn, q.ack_psn) <= 0)
+    return;
   q.ack_pending = true;
   q.ack_psn = psn;
   q.ack_syndrome = syndrome;
@@ -82,6 +88,7 @@ void reject(Device& d, Qp& q, const wire::IbPacket& p, wire::NakCode code) {
     return;
   }
   queue_ack(q, p.psn(), nak(code));
+  q.resources.clear();  // the error state drops queued responses; the NAK goes now
   if (auto pkt = Responder::next(d, q)) d.control_.push_back(std::move(*pkt));
   d.enter_error(q);
 }
@@ -146,10 +153,11 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
   if (oi.is(OpFlag::first)) {
     const auto* reth = p.ext(Ext::reth);
     const std::uint64_t len = wire::Reth::dma_length::get(reth);
-    const auto host = (q.attr.qp_access_flags & access::remote_write)
-                          ? d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
-                                        access::remote_write, q.qpn)
-                          : std::nullopt;
+    // A zero-length WRITE or READ touches no memory: its R_Key and VA go unchecked (C9-88, as rxe).
+    const auto host = !(q.attr.qp_access_flags & access::remote_write) ? std::nullopt
+                      : len == 0 ? std::optional<std::uint64_t>{0}
+                                 : d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                                               access::remote_write, q.qpn);
     if (!host) {
       reject(d, q, p, wire::NakCode::remote_access_error);
       return false;
@@ -189,10 +197,10 @@ void execute_read(Device& d, Qp& q, const wire::IbPacket& p) {
   const auto* reth = p.ext(Ext::reth);
   const std::uint64_t len = wire::Reth::dma_length::get(reth);
   if (resources_exhausted(q)) return reject(d, q, p, wire::NakCode::invalid_request);  // s9.7.5.1.4
-  const auto host = (q.attr.qp_access_flags & access::remote_read)
-                        ? d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
-                                      access::remote_read, q.qpn)
-                        : std::nullopt;
+  const auto host = !(q.attr.qp_access_flags & access::remote_read) ? std::nullopt
+                    : len == 0 ? std::optional<std::uint64_t>{0}  // C9-88, as for WRITE
+                               : d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                                             access::remote_read, q.qpn);
   if (!host) return reject(d, q, p, wire::NakCode::remote_access_error);
   const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
   ResponderResource r;
@@ -340,14 +348,19 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
   h.mig_req = true;
   std::uint32_t payload = 0;
   std::uint64_t payload_host = 0;
-  if (q.ack_pending) {
+  auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  // Answers go out in PSN order: a READ or atomic response queued for an earlier PSN goes
+  // before an ACK or NAK for a later one, which the requester would otherwise take for an
+  // implied NAK of the READ or atomic (s9.7.5.2.3).
+  const bool response_first =
+      it != q.resources.end() && (!q.ack_pending || psn_diff(psn_add(it->psn, it->next), q.ack_psn) < 0);
+  if (q.ack_pending && !response_first) {
     q.ack_pending = false;
     h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::ack);
     h.psn = q.ack_psn;
     h.syndrome = q.ack_syndrome;
     h.msn = q.msn;
   } else {
-    auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
     if (it == q.resources.end()) return std::nullopt;
     ResponderResource& r = *it;
     h.syndrome = wire::make_syndrome(wire::AckKind::ack, kAckNoCredit);
@@ -370,7 +383,7 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
       if (++r.next == r.packets) r.sending = false;
     }
   }
-  TxPacket pkt = d.packet_to(q, q.attr.ah_attr.dgid);
+  TxPacket pkt = d.packet_to(q, q.attr.ah_attr);
   const std::size_t header = wire::info(h.opcode).header_length;
   const std::size_t pad = wire::IbRepr::pad_for(payload);
   pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);

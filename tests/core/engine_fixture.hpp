@@ -16,9 +16,10 @@ namespace test {
 namespace core = softrdma::core;
 
 struct Side {
-  explicit Side(std::uint8_t last_octet, std::size_t buffer_bytes) : buffer(buffer_bytes) {
+  explicit Side(std::uint8_t last_octet, std::size_t buffer_bytes) : Side(ipv4_gid(last_octet), buffer_bytes) {}
+  Side(const core::Gid& gid, std::size_t buffer_bytes) : buffer(buffer_bytes) {
     core::DeviceConfig c;
-    c.gids = {ipv4_gid(last_octet)};
+    c.gids = {gid};
     dev = std::make_unique<core::Device>(c, memory);
     pd = *dev->alloc_pd();
     send_cq = *dev->create_cq(4096);
@@ -28,6 +29,7 @@ struct Side {
     mr = *dev->reg_mr(pd, addr(), buffer.size(), addr(), acc);
   }
 
+  const core::Gid& gid() const { return dev->config().gids.at(0); }
   std::uint64_t addr(std::size_t offset = 0) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
 
   core::Sge sge(std::size_t offset, std::uint32_t length) const { return {addr(offset), length, mr.lkey}; }
@@ -56,20 +58,13 @@ struct QpOptions {
   std::uint8_t rd_atomic = 16;
   std::uint32_t max_send_wr = 1024, max_recv_wr = 1024;
   std::uint32_t a_psn = 0x123456, b_psn = 0xFFFFF0;  // b's PSNs wrap early
+  std::uint32_t srq = 0;  // the QP receives from this SRQ of its device
+  bool sq_sig_all = false;
 };
 
-inline void bring_up(Side& s, std::uint32_t remote_qpn, const core::Gid& remote_gid, std::uint32_t my_psn,
-                     std::uint32_t peer_psn, const QpOptions& o) {
-  core::QpInitAttr init;
-  init.qp_type = o.type;
-  init.pd = s.pd;
-  init.send_cq = s.send_cq;
-  init.recv_cq = s.recv_cq;
-  init.cap = {o.max_send_wr, o.max_recv_wr, 16, 16, 256};
-  const auto created = s.dev->create_qp(init);
-  REQUIRE(created.ok());
-  s.qpn = created->qpn;
-
+// Moves the QP s.qpn from RESET to RTS, connected to `remote_qpn` at `remote_gid`.
+inline void connect(Side& s, std::uint32_t remote_qpn, const core::Gid& remote_gid, std::uint32_t my_psn,
+                    std::uint32_t peer_psn, const QpOptions& o) {
   using namespace core::qp_attr;
   core::QpAttr a;
   a.qp_state = core::QpState::init;
@@ -105,17 +100,37 @@ inline void bring_up(Side& s, std::uint32_t remote_qpn, const core::Gid& remote_
   REQUIRE(s.dev->modify_qp(0, s.qpn, a, rts_mask) == 0);
 }
 
+// Creates a QP on `s` (it becomes s.qpn) and connects it.
+inline void bring_up(Side& s, std::uint32_t remote_qpn, const core::Gid& remote_gid, std::uint32_t my_psn,
+                     std::uint32_t peer_psn, const QpOptions& o) {
+  core::QpInitAttr init;
+  init.qp_type = o.type;
+  init.pd = s.pd;
+  init.send_cq = s.send_cq;
+  init.recv_cq = s.recv_cq;
+  init.srq = o.srq;
+  init.cap = {o.max_send_wr, o.max_recv_wr, 16, 16, 256};
+  init.sq_sig_all = o.sq_sig_all;
+  const auto created = s.dev->create_qp(init);
+  REQUIRE(created.ok());
+  s.qpn = created->qpn;
+  connect(s, remote_qpn, remote_gid, my_psn, peer_psn, o);
+}
+
 struct Pair {
   explicit Pair(const QpOptions& o = {}, std::size_t buffer_bytes = 1 << 20, std::uint64_t seed = 1)
-      : a(1, buffer_bytes), b(2, buffer_bytes), net(*a.dev, *b.dev, seed) {
+      : Pair(ipv4_gid(1), ipv4_gid(2), o, buffer_bytes, seed) {}
+  Pair(const core::Gid& gid_a, const core::Gid& gid_b, const QpOptions& o = {}, std::size_t buffer_bytes = 1 << 20,
+       std::uint64_t seed = 1)
+      : a(gid_a, buffer_bytes), b(gid_b, buffer_bytes), net(*a.dev, *b.dev, seed) {
     bring_up_pair(o);
   }
 
   void bring_up_pair(const QpOptions& o) {
     // QPNs are allocated from first_qpn in order, so each side's first QP is 0x11.
     const std::uint32_t first = a.dev->config().first_qpn;
-    bring_up(a, first, ipv4_gid(2), o.a_psn, o.b_psn, o);
-    bring_up(b, first, ipv4_gid(1), o.b_psn, o.a_psn, o);
+    bring_up(a, first, b.gid(), o.a_psn, o.b_psn, o);
+    bring_up(b, first, a.gid(), o.b_psn, o.a_psn, o);
   }
 
   Side a, b;
