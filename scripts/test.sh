@@ -33,7 +33,7 @@ cmake -S . -B build/coverage -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_COVERA
 cmake --build build/coverage -j "$JOBS" --target core_tests
 find build/coverage -name '*.gcda' -delete
 (cd build/coverage && ./tests/core/core_tests >/dev/null)
-gcovr -r . --filter 'emulator/core/' build/coverage
+gcovr -r . --filter 'emulator/core/' --fail-under-line 90 build/coverage
 
 step "fuzz every parser for ${FUZZ_SECONDS}s each (clang libFuzzer)"
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
