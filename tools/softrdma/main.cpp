@@ -2,7 +2,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "tools/softrdma/devices_command.hpp"
 #include "tools/softrdma/dump_command.hpp"
+#include "tools/softrdma/run_command.hpp"
 #include "tools/softrdma/synth_command.hpp"
 
 namespace {
@@ -13,6 +15,9 @@ constexpr const char* kUsage =
     "softrdma is a userspace software RDMA device (RoCEv2 over UDP, iWARP over TCP).\n"
     "\n"
     "Commands:\n"
+    "  run [--ip ADDR] -- PROGRAM [ARGS]\n"
+    "                 run an unmodified RDMA program (ibv_devinfo, perftest, pyverbs...) on softrdma\n"
+    "  devices        show softrdma's RDMA devices as programs see them, and their addresses\n"
     "  dump FILE      decode a pcap/pcapng capture of RoCE or iWARP traffic\n"
     "  synth FILE     write a capture of every RoCE opcode built by softrdma's own builders\n"
     "  help           this text\n"
@@ -32,6 +37,8 @@ int main(int argc, char** argv) {
     std::puts("softrdma " SOFTRDMA_VERSION);
     return 0;
   }
+  if (!std::strcmp(cmd, "run")) return softrdma::run::run_main(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "devices")) return softrdma::devices::devices_main(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "dump")) return softrdma::dump::dump_main(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "synth")) return softrdma::synth::synth_main(argc - 1, argv + 1);
   std::fprintf(stderr, "softrdma: unknown command '%s'\n%s", cmd, kUsage);

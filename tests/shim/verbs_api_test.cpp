@@ -1,0 +1,352 @@
+// The shim's C API, called the way a program compiled against rdma-core 44's verbs.h calls
+// it: this executable links softrdma's libibverbs.so.1 (ctest runs it with SOFTRDMA_IP
+// unset, so the device is on 127.0.0.1), and the inline wrappers of verbs.h run for real.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "verbs-shim/identity.hpp"
+#include "verbs-shim/verbs_api.hpp"
+
+namespace {
+
+// Restores verbs.h's wrapper for this file's callers: the shim header #undefs it.
+int query_port_inline(ibv_context* ctx, std::uint8_t port, ibv_port_attr* attr) {
+  return ___ibv_query_port(ctx, port, attr);
+}
+
+struct Device {
+  ibv_device** list = nullptr;
+  ibv_context* ctx = nullptr;
+  Device() {
+    int n = 0;
+    list = ibv_get_device_list(&n);
+    REQUIRE(list != nullptr);
+    REQUIRE(n == 1);
+    ctx = ibv_open_device(list[0]);
+    REQUIRE(ctx != nullptr);
+  }
+  ~Device() {
+    if (ctx != nullptr) ibv_close_device(ctx);
+    ibv_free_device_list(list);
+  }
+};
+
+bool readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+constexpr std::uint8_t kLoopbackGid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+
+}  // namespace
+
+TEST_CASE("one device, srdma0, with a GUID from its address", "[shim]") {
+  int n = -1;
+  ibv_device** list = ibv_get_device_list(&n);
+  REQUIRE(list != nullptr);
+  REQUIRE(n == 1);
+  CHECK(list[1] == nullptr);
+  CHECK(std::string(ibv_get_device_name(list[0])) == "srdma0");
+  CHECK(list[0]->node_type == IBV_NODE_CA);
+  CHECK(list[0]->transport_type == IBV_TRANSPORT_IB);
+  CHECK(be64toh(ibv_get_device_guid(list[0])) == 0x02007ffffe000001ull);
+  CHECK(ibv_get_device_index(list[0]) == 0);
+  ibv_free_device_list(list);
+}
+
+TEST_CASE("a context is a real verbs_context with pollable descriptors", "[shim]") {
+  Device d;
+  ibv_context* ctx = d.ctx;
+  CHECK(ctx->device == d.list[0]);
+  CHECK(ctx->abi_compat == __VERBS_ABI_IS_EXTENDED);
+  verbs_context* vctx = verbs_get_ctx(ctx);
+  REQUIRE(vctx != nullptr);
+  CHECK(vctx->sz == sizeof(verbs_context));
+  CHECK(vctx->query_port != nullptr);
+  CHECK(vctx->query_device_ex != nullptr);
+  CHECK(vctx->close_xrcd != nullptr);  // called without a NULL check by ibv_close_xrcd
+  CHECK(ctx->num_comp_vectors == 1);
+  CHECK(ctx->cmd_fd >= 0);
+  CHECK(ctx->async_fd >= 0);
+  CHECK(ctx->cmd_fd != ctx->async_fd);
+  // The data-path slots verbs.h calls with no NULL check.
+  CHECK(ctx->ops.poll_cq != nullptr);
+  CHECK(ctx->ops.req_notify_cq != nullptr);
+  CHECK(ctx->ops.post_send != nullptr);
+  CHECK(ctx->ops.post_recv != nullptr);
+  CHECK(ctx->ops.post_srq_recv != nullptr);
+  CHECK(ctx->ops.bind_mw != nullptr);
+  CHECK(ctx->ops.dealloc_mw != nullptr);
+
+  // No async event is pending; a non-blocking read says so instead of blocking.
+  CHECK_FALSE(readable(ctx->async_fd));
+  set_nonblocking(ctx->async_fd);
+  ibv_async_event ev{};
+  errno = 0;
+  CHECK(ibv_get_async_event(ctx, &ev) == -1);
+  CHECK(errno == EAGAIN);
+}
+
+TEST_CASE("opening something that is not our device fails", "[shim]") {
+  ibv_device other{};
+  errno = 0;
+  CHECK(ibv_open_device(&other) == nullptr);
+  CHECK(errno == ENODEV);
+}
+
+TEST_CASE("query_device and query_device_ex report the engine's limits", "[shim]") {
+  Device d;
+  ibv_device_attr a{};
+  REQUIRE(ibv_query_device(d.ctx, &a) == 0);
+  CHECK(std::string(a.fw_ver) == "softrdma 0.1.0");
+  CHECK(be64toh(a.node_guid) == 0x02007ffffe000001ull);
+  CHECK(a.sys_image_guid == a.node_guid);
+  CHECK(a.vendor_id != 0);       // rdma-core's test_query_device insists
+  CHECK(a.vendor_id != 0x02c9);  // Mellanox
+  CHECK(a.vendor_id != 0x1d0f);  // Amazon
+  CHECK(a.max_qp == 4096);
+  CHECK(a.max_qp_wr == 16384);
+  CHECK(a.max_sge == 32);
+  CHECK(a.max_cq == 4096);
+  CHECK(a.max_cqe == (1 << 20));
+  CHECK(a.max_mr == 65536);
+  CHECK(a.max_pd == 4096);
+  CHECK(a.max_qp_rd_atom == 16);
+  CHECK(a.max_qp_init_rd_atom == 16);
+  CHECK(a.atomic_cap == IBV_ATOMIC_HCA);
+  CHECK(a.max_srq == 1024);
+  CHECK(a.max_srq_wr == 16384);
+  CHECK(a.max_pkeys == 1);
+  CHECK(a.phys_port_cnt == 1);
+
+  ibv_device_attr_ex ax{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &ax) == 0);  // the inline path, through vctx
+  CHECK(ax.orig_attr.max_qp == a.max_qp);
+  CHECK(ax.phys_port_cnt_ex == 1);
+
+  ibv_query_device_ex_input input{};
+  input.comp_mask = 1;
+  CHECK(ibv_query_device_ex(d.ctx, &input, &ax) == EINVAL);
+
+  // A caller with an older, shorter struct gets exactly the bytes it asked for.
+  unsigned char buf[sizeof(ibv_device_attr_ex) + 8];
+  std::memset(buf, 0xab, sizeof buf);
+  const std::size_t shorter = offsetof(ibv_device_attr_ex, phys_port_cnt_ex);
+  REQUIRE(verbs_get_ctx(d.ctx)->query_device_ex(d.ctx, nullptr, reinterpret_cast<ibv_device_attr_ex*>(buf), shorter) == 0);
+  CHECK(buf[shorter] == 0xab);
+  CHECK(verbs_get_ctx(d.ctx)->query_device_ex(d.ctx, nullptr, reinterpret_cast<ibv_device_attr_ex*>(buf), 8) == EINVAL);
+}
+
+TEST_CASE("query_port: an active RoCE port, at both entry points and sizes", "[shim]") {
+  Device d;
+  ibv_port_attr p{};
+  REQUIRE(query_port_inline(d.ctx, 1, &p) == 0);  // vctx->query_port(..., 52)
+  CHECK(p.state == IBV_PORT_ACTIVE);
+  CHECK(p.link_layer == IBV_LINK_LAYER_ETHERNET);
+  CHECK(p.max_mtu == IBV_MTU_4096);
+  CHECK((p.active_mtu == IBV_MTU_1024 || p.active_mtu == IBV_MTU_4096));
+  CHECK(p.gid_tbl_len == 16);
+  CHECK(p.pkey_tbl_len == 1);
+  CHECK((p.port_cap_flags & IBV_PORT_IP_BASED_GIDS) != 0);
+  CHECK(p.phys_state == 5);
+  CHECK(p.max_msg_sz > 0x1000);
+
+  // The exported function takes the 48-byte compat struct and must not write past it.
+  unsigned char buf[sizeof(ibv_port_attr)];
+  std::memset(buf, 0xab, sizeof buf);
+  REQUIRE((ibv_query_port)(d.ctx, 1, reinterpret_cast<_compat_ibv_port_attr*>(buf)) == 0);
+  for (std::size_t i = offsetof(ibv_port_attr, port_cap_flags2); i < sizeof buf; ++i) CHECK(buf[i] == 0xab);
+  ibv_port_attr compat;
+  std::memcpy(&compat, buf, sizeof compat);
+  CHECK(compat.state == IBV_PORT_ACTIVE);
+  CHECK(compat.gid_tbl_len == 16);
+
+  // A port that does not exist: EINVAL (rdma-core's test_query_port_bad_flow).
+  CHECK(query_port_inline(d.ctx, 2, &p) == EINVAL);
+  CHECK((ibv_query_port)(d.ctx, 0, reinterpret_cast<_compat_ibv_port_attr*>(buf)) == EINVAL);
+}
+
+TEST_CASE("GID table: index 0 is the RoCEv2 GID of 127.0.0.1", "[shim]") {
+  Device d;
+  ibv_gid gid;
+  REQUIRE(ibv_query_gid(d.ctx, 1, 0, &gid) == 0);
+  CHECK(std::memcmp(gid.raw, kLoopbackGid, 16) == 0);
+  REQUIRE(ibv_query_gid(d.ctx, 1, 5, &gid) == 0);  // an empty slot reads as zeros
+  CHECK(gid.global.subnet_prefix == 0);
+  CHECK(gid.global.interface_id == 0);
+  CHECK(ibv_query_gid(d.ctx, 1, 16, &gid) == -1);
+  CHECK(ibv_query_gid(d.ctx, 2, 0, &gid) == -1);
+
+  ibv_gid_entry e{};
+  REQUIRE(ibv_query_gid_ex(d.ctx, 1, 0, &e, 0) == 0);
+  CHECK(std::memcmp(e.gid.raw, kLoopbackGid, 16) == 0);
+  CHECK(e.gid_type == IBV_GID_TYPE_ROCE_V2);
+  CHECK(e.port_num == 1);
+  auto lo = softrdma::shim::find_interface(softrdma::shim::kDefaultAddress);
+  CHECK(e.ndev_ifindex == static_cast<std::uint32_t>(lo ? lo->index : 0));  // lo, normally
+  CHECK(ibv_query_gid_ex(d.ctx, 1, 1, &e, 0) == ENODATA);  // test_query_gid_ex_bad_flow
+  CHECK(ibv_query_gid_ex(d.ctx, 1, 0, &e, 1) == EINVAL);
+  CHECK(ibv_query_gid_ex(d.ctx, 1, 16, &e, 0) == EINVAL);
+
+  ibv_gid_entry table[16];
+  CHECK(ibv_query_gid_table(d.ctx, table, 16, 0) == 1);
+  CHECK(table[0].gid_index == 0);
+  CHECK(ibv_query_gid_table(d.ctx, table, 0, 0) == -EINVAL);  // test_query_gid_table_bad_flow
+
+  ibv_gid_type_sysfs type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
+  CHECK(ibv_query_gid_type(d.ctx, 1, 0, &type) == 0);
+  CHECK(type == IBV_GID_TYPE_SYSFS_ROCE_V2);
+  CHECK(ibv_query_gid_type(d.ctx, 1, 1, &type) == -1);
+}
+
+TEST_CASE("P_Key table: the single default key", "[shim]") {
+  Device d;
+  __be16 pkey = 0;
+  REQUIRE(ibv_query_pkey(d.ctx, 1, 0, &pkey) == 0);
+  CHECK(be16toh(pkey) == 0xffff);
+  CHECK(ibv_query_pkey(d.ctx, 1, 1, &pkey) == -1);
+  CHECK(ibv_get_pkey_index(d.ctx, 1, htobe16(0xffff)) == 0);
+  CHECK(ibv_get_pkey_index(d.ctx, 1, htobe16(0x8001)) == -1);
+}
+
+TEST_CASE("completion channels are pollable and honour O_NONBLOCK", "[shim]") {
+  Device d;
+  ibv_comp_channel* ch = ibv_create_comp_channel(d.ctx);
+  REQUIRE(ch != nullptr);
+  CHECK(ch->context == d.ctx);
+  CHECK(ch->fd >= 0);
+  CHECK_FALSE(readable(ch->fd));
+  set_nonblocking(ch->fd);
+  ibv_cq* cq = nullptr;
+  void* cq_context = nullptr;
+  errno = 0;
+  CHECK(ibv_get_cq_event(ch, &cq, &cq_context) == -1);
+  CHECK(errno == EAGAIN);
+  ch->refcnt = 1;  // as if a CQ used it
+  CHECK(ibv_destroy_comp_channel(ch) == EBUSY);
+  ch->refcnt = 0;
+  CHECK(ibv_destroy_comp_channel(ch) == 0);
+}
+
+TEST_CASE("verbs not implemented yet fail with EOPNOTSUPP, through every path", "[shim]") {
+  Device d;
+  errno = 0;
+  CHECK(ibv_alloc_pd(d.ctx) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  errno = 0;
+  CHECK(ibv_create_cq(d.ctx, 16, nullptr, nullptr, 0) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  CHECK(ibv_dealloc_pd(nullptr) == EOPNOTSUPP);
+
+  // Inline verbs whose verbs_context op is NULL: verbs.h itself answers EOPNOTSUPP.
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 16;
+  errno = 0;
+  CHECK(ibv_create_cq_ex(d.ctx, &cq_attr) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  ibv_xrcd_init_attr xrcd_attr{};
+  errno = 0;
+  CHECK(ibv_open_xrcd(d.ctx, &xrcd_attr) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+
+  // The data-path slots, reached the way the inline verbs reach them.
+  ibv_qp qp{};
+  qp.context = d.ctx;
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  CHECK(ibv_post_send(&qp, &wr, &bad) == EOPNOTSUPP);
+  CHECK(bad == &wr);
+  ibv_cq cq{};
+  cq.context = d.ctx;
+  ibv_wc wc;
+  CHECK(ibv_poll_cq(&cq, 1, &wc) < 0);
+  CHECK(ibv_req_notify_cq(&cq, 0) == EOPNOTSUPP);
+}
+
+TEST_CASE("compat versions exist and fail cleanly", "[shim]") {
+  // A binary linked against libibverbs 1.0 binds name@IBVERBS_1.0: a separate function.
+  void* v10 = dlvsym(RTLD_DEFAULT, "ibv_get_device_list", "IBVERBS_1.0");
+  void* v11 = dlvsym(RTLD_DEFAULT, "ibv_get_device_list", "IBVERBS_1.1");
+  REQUIRE(v10 != nullptr);
+  REQUIRE(v11 != nullptr);
+  CHECK(v10 != v11);
+  CHECK(v11 == reinterpret_cast<void*>(&ibv_get_device_list));  // new links get @@IBVERBS_1.1
+  using Fn = void* (*)(int*);
+  int n = 0;
+  errno = 0;
+  CHECK(reinterpret_cast<Fn>(v10)(&n) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  // Provider registration at load time must be harmless.
+  auto reg = reinterpret_cast<void (*)(const void*)>(dlvsym(RTLD_DEFAULT, "verbs_register_driver_34", "IBVERBS_PRIVATE_34"));
+  REQUIRE(reg != nullptr);
+  reg(nullptr);
+  CHECK(dlvsym(RTLD_DEFAULT, "verbs_allow_disassociate_destroy", "IBVERBS_PRIVATE_34") != nullptr);
+}
+
+// Out-of-table values stay inside each enum's range of values (its bit width): converting a
+// value beyond it is undefined in C++, though a C caller may pass one.
+TEST_CASE("string helpers print rdma-core's texts", "[shim]") {
+  CHECK(std::string(ibv_port_state_str(IBV_PORT_ACTIVE)) == "PORT_ACTIVE");
+  CHECK(std::string(ibv_port_state_str(static_cast<ibv_port_state>(7))) == "unknown");
+  CHECK(std::string(ibv_node_type_str(IBV_NODE_CA)) == "InfiniBand channel adapter");
+  CHECK(std::string(ibv_node_type_str(IBV_NODE_UNKNOWN)) == "unknown");
+  CHECK(std::string(ibv_wc_status_str(IBV_WC_SUCCESS)) == "success");
+  CHECK(std::string(ibv_wc_status_str(IBV_WC_WR_FLUSH_ERR)) == "Work Request Flushed Error");
+  CHECK(std::string(ibv_wc_status_str(IBV_WC_TM_RNDV_INCOMPLETE)) == "TM rendezvous error");
+  CHECK(std::string(ibv_wc_status_str(static_cast<ibv_wc_status>(31))) == "unknown");
+  CHECK(std::string(ibv_event_type_str(IBV_EVENT_PORT_ACTIVE)) == "port active");
+  CHECK(std::string(ibv_event_type_str(IBV_EVENT_WQ_FATAL)) == "WQ fatal");
+  CHECK(std::string(ibv_event_type_str(static_cast<ibv_event_type>(20))) == "unknown");
+}
+
+TEST_CASE("rate conversions", "[shim]") {
+  CHECK(ibv_rate_to_mult(IBV_RATE_2_5_GBPS) == 1);
+  CHECK(ibv_rate_to_mult(IBV_RATE_10_GBPS) == 4);
+  CHECK(ibv_rate_to_mult(IBV_RATE_120_GBPS) == 48);
+  CHECK(ibv_rate_to_mult(IBV_RATE_25_GBPS) == -1);  // 25.78125 Gb/s is no multiple of 2.5
+  CHECK(mult_to_ibv_rate(4) == IBV_RATE_10_GBPS);
+  CHECK(mult_to_ibv_rate(3) == IBV_RATE_MAX);
+  CHECK(ibv_rate_to_mbps(IBV_RATE_100_GBPS) == 103125);
+  CHECK(mbps_to_ibv_rate(103125) == IBV_RATE_100_GBPS);
+  CHECK(mbps_to_ibv_rate(1) == IBV_RATE_MAX);
+  CHECK(ibv_rate_to_mbps(IBV_RATE_MAX) == -1);
+}
+
+TEST_CASE("fork needs no preparation", "[shim]") {
+  CHECK(ibv_fork_init() == 0);
+  CHECK(ibv_is_fork_initialized() == IBV_FORK_UNNEEDED);
+}
+
+TEST_CASE("sysfs helpers: a virtual device folder, real files elsewhere", "[shim]") {
+  CHECK(std::string(ibv_get_sysfs_path()) == "/sys");  // ctest runs this without SYSFS_PATH
+  Device d;
+  char buf[64];
+  CHECK(ibv_read_sysfs_file(d.list[0]->ibdev_path, "board_id", buf, sizeof buf) == 8);
+  CHECK(std::string(buf) == "SOFTRDMA");
+  CHECK(ibv_read_sysfs_file(d.list[0]->ibdev_path, "board_id", buf, 8) == -1);  // no room for NUL
+  CHECK(ibv_read_sysfs_file(d.list[0]->ibdev_path, "no_such_file", buf, sizeof buf) == -1);
+
+  char dir[] = "/tmp/shim_sysfs_XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string file = std::string(dir) + "/abi_version";
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs("4\n", f);
+  std::fclose(f);
+  CHECK(ibv_read_sysfs_file(dir, "abi_version", buf, sizeof buf) == 1);
+  CHECK(std::string(buf) == "4");
+  CHECK(ibv_read_sysfs_file(dir, "missing", buf, sizeof buf) == -1);
+  std::remove(file.c_str());
+  ::rmdir(dir);
+}

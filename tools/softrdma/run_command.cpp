@@ -1,0 +1,220 @@
+#include "tools/softrdma/run_command.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "verbs-shim/address.hpp"
+#include "verbs-shim/shim_marker.hpp"
+
+namespace softrdma::run {
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: softrdma run [--ip ADDR] [--] PROGRAM [ARGS...]\n"
+    "\n"
+    "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
+    "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
+    "softrdma's libibverbs.so.1 is put first on LD_LIBRARY_PATH and PROGRAM replaces this process,\n"
+    "so its exit status, signals and terminal are its own.\n"
+    "\n"
+    "Options:\n"
+    "  --ip ADDR   the IPv4 address srdma0 uses (sets SOFTRDMA_IP; default 127.0.0.1). GID 0 is\n"
+    "              ::ffff:ADDR and the node GUID is derived from ADDR.\n"
+    "  --help      this text\n"
+    "\n"
+    "Environment:\n"
+    "  SOFTRDMA_LIB_DIR  the folder holding softrdma's libibverbs.so.1 (default: found next to\n"
+    "                    this executable, in the build tree or the install tree)\n"
+    "  SOFTRDMA_IP       as --ip\n"
+    "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
+    "\n"
+    "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
+    "linked, setuid, wrong architecture), 2 for a usage error, 1 if the library is missing.\n";
+
+std::string executable_dir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, static_cast<std::size_t>(n));
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+enum class Found { absent, foreign, ours };
+
+// Whether DIR holds softrdma's library, rdma-core's (same soname and exports), or nothing.
+Found look_in(const std::string& dir) {
+  int fd = ::open((dir + "/" + kShimFile).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Found::absent;
+  std::string bytes;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) bytes.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return bytes.find(SOFTRDMA_SHIM_MARKER) != std::string::npos ? Found::ours : Found::foreign;
+}
+
+// Records a folder looked in, for the error message; true when it is the one.
+bool try_dir(ShimLocation& loc, const std::string& dir) {
+  Found f = look_in(dir);
+  loc.tried.push_back(f == Found::foreign ? dir + " (holds a libibverbs.so.1 that is not softrdma's)" : dir);
+  if (f == Found::ours) loc.dir = dir;
+  return f == Found::ours;
+}
+
+template <class Header>
+bool read_at(int fd, off_t offset, Header& out) {
+  return ::pread(fd, &out, sizeof out, offset) == static_cast<ssize_t>(sizeof out);
+}
+
+int fail(int status, const std::string& message) {
+  std::fprintf(stderr, "softrdma run: %s\n", message.c_str());
+  return status;
+}
+
+}  // namespace
+
+ShimLocation find_shim_dir() {
+  ShimLocation loc;
+  if (const char* env = std::getenv(kLibDirVariable); env != nullptr && *env != '\0') {
+    try_dir(loc, env);
+    return loc;
+  }
+  const std::string exe_dir = executable_dir();
+  for (const char* relative : {SOFTRDMA_BUILD_SHIM_RELDIR, SOFTRDMA_INSTALL_SHIM_RELDIR}) {
+    std::string dir = exe_dir + "/" + relative;
+    if (char* real = ::realpath(dir.c_str(), nullptr)) {  // show and export a clean path
+      dir = real;
+      std::free(real);
+    }
+    if (try_dir(loc, dir)) break;
+  }
+  return loc;
+}
+
+ProgramKind probe_program(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ProgramKind::unknown;
+  ProgramKind kind = ProgramKind::unknown;
+  unsigned char ident[EI_NIDENT] = {};
+  Elf64_Ehdr eh;
+  if (read_at(fd, 0, ident) && ident[0] == '#' && ident[1] == '!') {
+    kind = ProgramKind::script;  // its interpreter is what loads libibverbs
+  } else if (std::memcmp(ident, ELFMAG, SELFMAG) != 0) {
+    kind = ProgramKind::unknown;  // let exec report what it is
+  } else if (ident[EI_CLASS] != ELFCLASS64 || !read_at(fd, 0, eh) || eh.e_machine != EM_X86_64) {
+    kind = ProgramKind::foreign_elf;
+  } else {
+    // The dynamic loader, and with it LD_LIBRARY_PATH, exists only for a program that names
+    // an interpreter (PT_INTERP). A static or static-pie binary has libibverbs inside it.
+    kind = ProgramKind::static_elf;
+    for (unsigned i = 0; i < eh.e_phnum; ++i) {
+      Elf64_Phdr ph;
+      if (!read_at(fd, static_cast<off_t>(eh.e_phoff + i * sizeof ph), ph)) break;
+      if (ph.p_type == PT_INTERP) {
+        kind = ProgramKind::dynamic_elf;
+        break;
+      }
+    }
+  }
+  ::close(fd);
+  return kind;
+}
+
+std::optional<std::string> resolve_program(const std::string& name) {
+  auto runnable = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) return runnable(name) ? std::optional(name) : std::nullopt;
+  const char* path_env = std::getenv("PATH");
+  std::string_view path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    auto colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (runnable(candidate) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) return std::nullopt;
+    path.remove_prefix(colon + 1);
+  }
+}
+
+int run_main(int argc, char** argv) {
+  const char* ip = nullptr;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--ip") {
+      if (i + 1 >= argc) return fail(2, "--ip needs an address (e.g. --ip 10.0.0.1)");
+      ip = argv[++i];
+    } else if (a.starts_with("--ip=")) {
+      ip = argv[i] + 5;
+    } else if (a.starts_with("-")) {
+      return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
+    } else {
+      break;  // PROGRAM
+    }
+  }
+  if (i >= argc) return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR] [--] PROGRAM [ARGS...])");
+
+  // The address: --ip wins over an inherited SOFTRDMA_IP; both are checked here so a typo is
+  // one clear line rather than a program that finds no device.
+  if (ip != nullptr) {
+    if (!shim::parse_ipv4(ip)) return fail(2, "--ip '" + std::string(ip) + "' is not an IPv4 address (expected a.b.c.d)");
+  }
+  shim::AddressChoice choice = shim::choose_address(ip != nullptr ? ip : std::getenv(shim::kAddressVariable));
+  if (!choice.address) return fail(2, choice.error);
+
+  ShimLocation loc = find_shim_dir();
+  if (!loc.dir) {
+    std::string where;
+    for (const auto& d : loc.tried) where += (where.empty() ? "" : ", ") + d;
+    return fail(1, std::string("softrdma's ") + kShimFile + " was not found (looked in " + where +
+                       "); build the softrdma_verbs target or set " + kLibDirVariable);
+  }
+
+  const std::string name = argv[i];
+  std::optional<std::string> program = resolve_program(name);
+  if (!program) return fail(127, name + ": command not found");
+  struct stat st;
+  if (::stat(program->c_str(), &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)) != 0) {
+    return fail(126, name + " is setuid/setgid: the dynamic loader ignores LD_LIBRARY_PATH for it");
+  }
+  switch (probe_program(*program)) {
+    case ProgramKind::static_elf:
+      return fail(126, name + " is not dynamically linked (no ELF interpreter): softrdma replaces "
+                              "libibverbs.so.1 at load time and cannot reach a statically linked program");
+    case ProgramKind::foreign_elf:
+      return fail(126, name + " is not an x86-64 program; softrdma's " + kShimFile + " is x86-64");
+    default:
+      break;
+  }
+
+  const char* old = std::getenv("LD_LIBRARY_PATH");
+  std::string lib_path = *loc.dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
+  ::setenv("LD_LIBRARY_PATH", lib_path.c_str(), 1);
+  if (ip != nullptr) ::setenv(shim::kAddressVariable, ip, 1);
+
+  ::execv(program->c_str(), argv + i);
+  int err = errno;
+  return fail(err == ENOENT ? 127 : 126, name + ": " + std::strerror(err));
+}
+
+}  // namespace softrdma::run

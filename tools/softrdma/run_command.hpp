@@ -1,0 +1,39 @@
+// `softrdma run [--ip ADDR] [--] PROGRAM [ARGS...]`: runs an unmodified RDMA program on
+// softrdma's libibverbs.so.1 by putting the folder that holds it first on LD_LIBRARY_PATH
+// (no Debian RDMA binary has an RPATH, so that folder wins; verbs-abi.md §1), then exec'ing
+// the program in place of this process.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace softrdma::run {
+
+inline constexpr const char* kShimFile = "libibverbs.so.1";
+inline constexpr const char* kLibDirVariable = "SOFTRDMA_LIB_DIR";
+
+// Where softrdma's libibverbs.so.1 lives, searched in this order:
+//   1. $SOFTRDMA_LIB_DIR, when set (and then only there);
+//   2. the build tree: the path from this executable's folder to ${CMAKE_BINARY_DIR}/lib,
+//      fixed at configure time (../../lib from build/tools/softrdma/);
+//   3. the install tree: from bin/ to lib/softrdma/ (GNUInstallDirs, fixed at configure time).
+// The executable's own location comes from /proc/self/exe, so any working directory and any
+// symlink to the executable work. A folder counts only if its libibverbs.so.1 carries
+// SOFTRDMA_SHIM_MARKER: rdma-core's own library has the same name and exports.
+struct ShimLocation {
+  std::optional<std::string> dir;   // the folder holding kShimFile
+  std::vector<std::string> tried;   // every folder looked in, for the error message
+};
+ShimLocation find_shim_dir();
+
+// What the program file is, as far as loading our library is concerned.
+enum class ProgramKind { dynamic_elf, static_elf, foreign_elf, script, unknown };
+ProgramKind probe_program(const std::string& path);
+
+// PROGRAM resolved like execvp does (a name with a '/' is a path; otherwise each $PATH entry).
+std::optional<std::string> resolve_program(const std::string& name);
+
+int run_main(int argc, char** argv);  // argv[0] is "run"
+
+}  // namespace softrdma::run

@@ -1,0 +1,101 @@
+#include "verbs-shim/attributes.hpp"
+
+#include <cstring>
+
+#include "emulator/core/device.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+// The engine's defaults are the device's limits: a verb the shim accepts must be one the
+// engine will accept.
+const core::DeviceConfig kEngine{};
+static_assert(kGidTableLength == core::DeviceLimits{}.gid_table_len);
+
+int as_int(std::uint32_t v) { return static_cast<int>(v); }
+
+std::uint64_t guid_be(const Guid& guid) {
+  std::uint64_t v;  // the bytes are already in wire (big-endian) order
+  std::memcpy(&v, guid.data(), sizeof v);
+  return v;
+}
+
+}  // namespace
+
+ibv_mtu mtu_enum(unsigned bytes) {
+  switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return IBV_MTU_1024;
+  }
+}
+
+ibv_device_attr device_attr(const DeviceIdentity& id) {
+  const auto& lim = kEngine.limits;
+  ibv_device_attr a{};
+  std::strncpy(a.fw_ver, kFirmwareVersion, sizeof a.fw_ver - 1);
+  a.node_guid = guid_be(id.guid);
+  a.sys_image_guid = a.node_guid;  // one device per "system", as a single-port NIC reports
+  a.max_mr_size = ~0ull;
+  a.page_size_cap = ~0xfffull;  // any power-of-two page from 4 KiB: the engine does not pin pages
+  a.vendor_id = kVendorId;
+  a.vendor_part_id = kVendorPartId;
+  a.hw_ver = 0;
+  a.max_qp = as_int(kEngine.max_qp);
+  a.max_qp_wr = as_int(lim.max_qp_wr);
+  // Advertise only what the engine does for every QP: RNR NAKs. Memory windows, SRQ resize
+  // and the rest are added when the shim exposes them (a zero capability makes the rdma-core
+  // tests skip rather than fail).
+  a.device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
+  a.max_sge = as_int(lim.max_sge);
+  a.max_sge_rd = as_int(lim.max_sge);
+  a.max_cq = as_int(kEngine.max_cq);
+  a.max_cqe = as_int(kEngine.max_cqe);
+  a.max_mr = as_int(kEngine.max_mr);
+  a.max_pd = as_int(kEngine.max_pd);
+  a.max_qp_rd_atom = lim.max_qp_rd_atom;
+  a.max_res_rd_atom = a.max_qp * a.max_qp_rd_atom;
+  a.max_qp_init_rd_atom = lim.max_qp_init_rd_atom;
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_ah = as_int(kEngine.max_ah);
+  a.max_srq = as_int(kEngine.max_srq);
+  a.max_srq_wr = as_int(lim.max_qp_wr);
+  a.max_srq_sge = as_int(lim.max_sge);
+  a.max_pkeys = lim.pkey_table_len;
+  a.local_ca_ack_delay = 15;  // 4.096 us * 2^15 ~ 134 ms: a host stack, not silicon
+  a.phys_port_cnt = lim.phys_port_cnt;
+  return a;
+}
+
+ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id) {
+  ibv_device_attr_ex a{};
+  a.orig_attr = device_attr(id);
+  a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // pyverbs' test_phys_port_cnt_ex compares them
+  return a;
+}
+
+ibv_port_attr port_attr(const DeviceIdentity& id) {
+  const auto& lim = kEngine.limits;
+  ibv_port_attr p{};
+  p.state = IBV_PORT_ACTIVE;
+  p.max_mtu = mtu_enum(core::mtu_bytes(kEngine.max_mtu));
+  p.active_mtu = mtu_enum(id.active_mtu_bytes);
+  p.gid_tbl_len = lim.gid_table_len;
+  // A RoCE port: connection manager supported, GIDs derived from IP addresses.
+  p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  p.max_msg_sz = 1u << 31;  // IBTA's limit on one message
+  p.pkey_tbl_len = lim.pkey_table_len;
+  p.max_vl_num = 1;       // VL0 only
+  p.active_width = 1;     // 1X
+  p.active_speed = 32;    // EDR: 1X EDR reads as 25 Gb/s
+  p.phys_state = 5;       // LinkUp
+  p.link_layer = IBV_LINK_LAYER_ETHERNET;
+  p.flags = IBV_QPF_GRH_REQUIRED;  // RoCE: every address handle needs a GRH
+  return p;
+}
+
+}  // namespace softrdma::shim

@@ -1,0 +1,38 @@
+// The shim's device and context objects, shared by the files that implement the verbs.
+#pragma once
+
+#include "verbs-shim/identity.hpp"
+#include "verbs-shim/verbs_api.hpp"
+
+namespace softrdma::shim {
+
+// The one device, srdma0, in static storage: a device must stay valid from
+// ibv_get_device_list until the last context on it closes (verbs-abi.md §4.1), and static
+// storage outlives both. Null when the configured address is unusable.
+ibv_device* the_device();
+
+// rdma-core's extended context: the application holds &vctx.context, and the inline verbs in
+// verbs.h find vctx (and its ops) at fixed negative offsets from it (verbs-abi.md §3.2, §4.2).
+struct Context {
+  verbs_context vctx;
+  const DeviceIdentity* identity = nullptr;
+  int async_post_fd = -1;  // the shim's end of the async event socket pair
+};
+
+// The Context behind an ibv_context this shim opened (container_of on vctx.context).
+Context& context_of(ibv_context* ctx);
+const DeviceIdentity& identity_of(ibv_context* ctx);
+
+// Queues an async event for ibv_get_async_event; 0 or an errno value. The engine's progress
+// thread will call this (port and QP events); nothing posts events in this slice.
+int post_async_event(ibv_context* ctx, const ibv_async_event& event);
+
+// Fills ibv_context.ops and the verbs_context ops (inline_ops.cpp).
+void install_ops(verbs_context& vctx);
+
+// The verbs_context ops that query (query.cpp).
+int query_port_op(ibv_context* ctx, std::uint8_t port_num, ibv_port_attr* attr, std::size_t attr_len);
+int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                       std::size_t attr_size);
+
+}  // namespace softrdma::shim

@@ -1,0 +1,131 @@
+// Completion channels and async events: real descriptors an application can poll().
+//
+// Both are SOCK_SEQPACKET socket pairs carrying one record per datagram: the application
+// reads (and polls, and sets O_NONBLOCK on) one end; the shim writes the other. A read then
+// blocks exactly when rdma-core's would, and fails with EAGAIN when the application made the
+// descriptor non-blocking (verbs-abi.md §4.3).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <new>
+
+#include "verbs-shim/context.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+struct CompChannel {
+  ibv_comp_channel channel;  // first: the application holds &channel
+  int post_fd = -1;          // where the engine will write armed CQs' notifications
+};
+
+// Bumps an object's acknowledged-event counter and wakes a destroy waiting for it: the
+// counters, mutex and cond are public fields of ibv_cq/qp/srq/wq that destroy reads.
+void acknowledge(pthread_mutex_t& mutex, pthread_cond_t& cond, unsigned int& counter, unsigned int n) {
+  pthread_mutex_lock(&mutex);
+  counter += n;
+  pthread_cond_signal(&cond);
+  pthread_mutex_unlock(&mutex);
+}
+
+}  // namespace
+
+}  // namespace softrdma::shim
+
+using namespace softrdma::shim;
+
+SRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  if (context == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) return nullptr;
+  auto* cc = new (std::nothrow) CompChannel{};
+  if (cc == nullptr) {
+    ::close(pair[0]);
+    ::close(pair[1]);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  cc->channel.context = context;
+  cc->channel.fd = pair[0];
+  cc->channel.refcnt = 0;
+  cc->post_fd = pair[1];
+  return &cc->channel;
+}
+
+SRDMA_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel == nullptr) return EINVAL;
+  if (channel->refcnt != 0) return EBUSY;  // a CQ still reports to it
+  auto* cc = reinterpret_cast<CompChannel*>(channel);
+  ::close(cc->channel.fd);
+  ::close(cc->post_fd);
+  delete cc;
+  return 0;
+}
+
+SRDMA_DEFAULT_VERSION(ibv_get_cq_event, "IBVERBS_1.1")
+int srdma_default_ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  ibv_cq* which = nullptr;  // a notification is the CQ's address
+  ssize_t n = ::recv(channel->fd, &which, sizeof which, 0);
+  if (n != static_cast<ssize_t>(sizeof which)) {
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
+  *cq = which;
+  *cq_context = which->cq_context;
+  return 0;
+}
+
+SRDMA_DEFAULT_VERSION(ibv_ack_cq_events, "IBVERBS_1.1")
+void srdma_default_ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  acknowledge(cq->mutex, cq->cond, cq->comp_events_completed, nevents);
+}
+
+SRDMA_DEFAULT_VERSION(ibv_get_async_event, "IBVERBS_1.1")
+int srdma_default_ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  ssize_t n = ::recv(context->async_fd, event, sizeof *event, 0);
+  if (n != static_cast<ssize_t>(sizeof *event)) {
+    if (n >= 0) errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+SRDMA_DEFAULT_VERSION(ibv_ack_async_event, "IBVERBS_1.1")
+void srdma_default_ibv_ack_async_event(ibv_async_event* event) {
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: {
+      ibv_cq* cq = event->element.cq;
+      acknowledge(cq->mutex, cq->cond, cq->async_events_completed, 1);
+      return;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+      ibv_qp* qp = event->element.qp;
+      acknowledge(qp->mutex, qp->cond, qp->events_completed, 1);
+      return;
+    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      ibv_srq* srq = event->element.srq;
+      acknowledge(srq->mutex, srq->cond, srq->events_completed, 1);
+      return;
+    }
+    case IBV_EVENT_WQ_FATAL: {
+      ibv_wq* wq = event->element.wq;
+      acknowledge(wq->mutex, wq->cond, wq->events_completed, 1);
+      return;
+    }
+    default:
+      return;  // device and port events name no object
+  }
+}

@@ -1,0 +1,21 @@
+// Fork support. rdma-core needs ibv_fork_init because the kernel pins registered pages and a
+// child's copy-on-write would detach them from the NIC. softrdma pins nothing: the engine
+// reaches registered memory through ordinary loads and stores (or process_vm_readv from a
+// daemon), resolved per access, so fork is always safe and needs no set-up.
+#include <sys/types.h>
+
+#include "verbs-shim/verbs_api.hpp"
+
+SRDMA_EXPORT int ibv_fork_init(void) { return 0; }
+
+SRDMA_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+
+// madvise(MADV_DONTFORK) bookkeeping in rdma-core, which providers call; nothing to protect
+// here. No longer declared in the installed headers.
+extern "C" {
+int ibv_dontfork_range(void* base, std::size_t size);
+int ibv_dofork_range(void* base, std::size_t size);
+}
+
+SRDMA_EXPORT int ibv_dontfork_range(void*, std::size_t) { return 0; }
+SRDMA_EXPORT int ibv_dofork_range(void*, std::size_t) { return 0; }

@@ -1,0 +1,93 @@
+// The two sysfs helpers rdma-core exports. There is no kernel RDMA device behind srdma0, so
+// reads under its ibdev_path are answered from memory; every other path is read from the
+// real file system, as rdma-core would (librdmacm asks for class/misc/rdma_cm/abi_version
+// and copes with its absence).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "verbs-shim/attributes.hpp"
+#include "verbs-shim/context.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+std::string guid_text(const Guid& g) {
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
+  return buf;
+}
+
+// The files of the device's virtual /sys/class/infiniband/srdma0 that tools read; content
+// with a trailing newline, as the kernel writes it. Empty for a file we do not provide.
+std::string virtual_file(std::string_view file) {
+  const DeviceIdentity* id = device_identity();
+  if (id == nullptr) return {};
+  if (file == "board_id") return "SOFTRDMA\n";  // ibv_devinfo prints it
+  if (file == "fw_ver") return std::string(kFirmwareVersion) + "\n";
+  if (file == "node_guid" || file == "sys_image_guid") return guid_text(id->guid) + "\n";
+  if (file == "node_type") return "1: CA\n";
+  if (file == "node_desc") return std::string("softrdma ") + kDeviceName + "\n";
+  return {};
+}
+
+// Stores `content` in buf like a read() of the file: strips one trailing newline and
+// NUL-terminates; fails (-1) when it would not fit with its terminator.
+int deliver(std::string_view content, char* buf, std::size_t size) {
+  if (!content.empty() && content.back() == '\n') content.remove_suffix(1);
+  if (content.size() >= size) {
+    errno = EOVERFLOW;
+    return -1;
+  }
+  content.copy(buf, content.size());
+  buf[content.size()] = '\0';
+  return static_cast<int>(content.size());
+}
+
+}  // namespace
+
+}  // namespace softrdma::shim
+
+using namespace softrdma::shim;
+
+// rdma-core's rule: $SYSFS_PATH without trailing slashes, or /sys.
+SRDMA_EXPORT const char* ibv_get_sysfs_path(void) {
+  static const std::string path = [] {
+    const char* env = std::getenv("SYSFS_PATH");
+    std::string p = env != nullptr && *env != '\0' ? env : "/sys";
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  }();
+  return path.c_str();
+}
+
+SRDMA_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, std::size_t size) {
+  if (dir == nullptr || file == nullptr || buf == nullptr || size == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  ibv_device* dev = the_device();
+  if (dev != nullptr && std::strcmp(dir, dev->ibdev_path) == 0) {
+    std::string content = virtual_file(file);
+    if (content.empty()) {
+      errno = ENOENT;
+      return -1;
+    }
+    return deliver(content, buf, size);
+  }
+  std::string path = std::string(dir) + "/" + file;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  std::string content(size, '\0');
+  ssize_t n = ::read(fd, content.data(), size);
+  ::close(fd);
+  if (n < 0) return -1;
+  content.resize(static_cast<std::size_t>(n));
+  return deliver(content, buf, size);
+}
