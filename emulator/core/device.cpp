@@ -352,7 +352,8 @@ Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   qp.qpn = config_.first_qpn + *h - 1;
   // RoCEv2 source ports carry flow entropy (annex A17.5.1); keep them in 49152-65535 so no
   // well-known port's dissector claims the packets.
-  qp.udp_src_port = static_cast<std::uint16_t>(0xC000 | ((qp.qpn * 2654435761u) >> 18 & 0x3FFF));
+  qp.udp_src_port =
+      config_.udp_source_port.value_or(static_cast<std::uint16_t>(0xC000 | ((qp.qpn * 2654435761u) >> 18 & 0x3FFF)));
   ++pds_.find(a.pd)->users;
   ++cqs_.find(a.send_cq)->users;
   ++cqs_.find(a.recv_cq)->users;

@@ -42,12 +42,12 @@ bool is_ipv4_mapped(const Gid& gid) {
 
 std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> covered) {
   const std::size_t udp_len = wire::Udp::length + covered.size() + wire::kIcrcLength;
-  std::uint8_t udp[wire::Udp::length];
+  std::uint8_t udp[wire::Udp::length] = {};
   wire::Udp::src_port::set(udp, e.src_port);
   wire::Udp::dst_port::set(udp, wire::kRoceV2Port);
   wire::Udp::total_length::set(udp, udp_len);
   wire::Udp::checksum::set(udp, 0);
-  std::uint8_t net[wire::Ipv6::length];
+  std::uint8_t net[wire::Ipv6::length] = {};
   if (is_ipv4_mapped(e.dst)) {
     ipv4_of(e).emit(net, udp_len);
     return wire::compute_icrc(wire::NetworkHeader::ipv4, {net, wire::Ipv4::min_length}, udp, covered);

@@ -199,3 +199,24 @@ TEST_CASE("UC SEND and WRITE", "[core][engine][uc]") {
   CHECK(std::memcmp(p.a.buffer.data(), p.b.buffer.data(), 3000) == 0);
   CHECK(std::memcmp(p.a.buffer.data(), p.b.buffer.data() + 65536, 3000) == 0);
 }
+
+TEST_CASE("a device told its UDP source port seals every QP's packets with it", "[core][engine]") {
+  // A host that sends from one socket (emulator/net/udp_backend) sets this: the ICRC covers
+  // the UDP source port, so it must be the port the packet really carries.
+  core::DirectMemory memory;
+  core::DeviceConfig c;
+  c.gids = {ipv4_gid(1)};
+  c.udp_source_port = 4791;
+  core::Device dev(c, memory);
+  const auto pd = dev.alloc_pd();
+  const auto cq = dev.create_cq(16);
+  core::QpInitAttr init;
+  init.pd = *pd;
+  init.send_cq = init.recv_cq = *cq;
+  init.cap = {4, 4, 1, 1, 0};
+  const auto a = dev.create_qp(init), b = dev.create_qp(init);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(dev.qp(a->qpn)->udp_src_port == 4791);
+  CHECK(dev.qp(b->qpn)->udp_src_port == 4791);
+}
