@@ -1,0 +1,49 @@
+#include "emulator/host/doorbell.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+
+namespace softrdma::host {
+
+Doorbell::Doorbell() : eventfd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+  if (eventfd_ < 0) error_ = errno;
+}
+
+Doorbell::~Doorbell() {
+  if (eventfd_ >= 0) close(eventfd_);
+}
+
+void Doorbell::kick() {
+  work_.store(true);
+  if (sleeping_.load()) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = write(eventfd_, &one, sizeof one);  // fails only when the count would overflow: it is rung already
+  }
+}
+
+void Doorbell::sleep(int fd, short events, std::int64_t timeout_ns) {
+  sleeping_.store(true);
+  if (!work_.load()) wait(fd, events, timeout_ns);
+  sleeping_.store(false);
+  work_.store(false);  // the caller runs a progress step next, which sees whatever the kick was for
+}
+
+bool Doorbell::ready_now(int fd, short events) { return work_.exchange(false) || wait(fd, events, 0); }
+
+bool Doorbell::wait(int fd, short events, std::int64_t timeout_ns) {
+  pollfd fds[2] = {{fd, events, 0}, {eventfd_, POLLIN, 0}};
+  timespec limit{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+  const int n = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &limit, nullptr);
+  if (n <= 0) return false;
+  if (fds[1].revents & POLLIN) {
+    std::uint64_t count = 0;
+    [[maybe_unused]] const ssize_t r = read(eventfd_, &count, sizeof count);  // resets the eventfd to 0
+  }
+  return true;
+}
+
+}  // namespace softrdma::host

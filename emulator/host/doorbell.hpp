@@ -1,0 +1,44 @@
+// How the progress thread sleeps on the socket, and how other threads wake it.
+//
+// The thread sleeps in ppoll() on the socket and an eventfd. A thread that changes something
+// the socket cannot signal (an earlier timer deadline, packets left to send) calls kick().
+// The eventfd is written only while the thread sleeps, so a verbs call costs no system call
+// while the thread is awake or spinning. No kick is lost: kick() sets `work_` before it
+// reads `sleeping_`, and the thread sets `sleeping_` before it reads `work_` (both
+// sequentially consistent), so at least one of them sees the other's store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace softrdma::host {
+
+class Doorbell {
+ public:
+  Doorbell();  // check error() before use
+  Doorbell(const Doorbell&) = delete;
+  Doorbell& operator=(const Doorbell&) = delete;
+  ~Doorbell();
+
+  int error() const { return error_; }  // the errno of eventfd(), or 0
+
+  // Any thread: the progress thread has work to do; wakes it if it sleeps.
+  void kick();
+
+  // The progress thread: sleeps until `fd` has one of the poll `events` (POLLIN, POLLOUT; 0:
+  // ignore it), a kick, or `timeout_ns` nanoseconds (negative: no limit). Returns at once
+  // after a kick that came since the last call.
+  void sleep(int fd, short events, std::int64_t timeout_ns);
+  // The same without sleeping: whether there is a kick or `fd` is ready now.
+  bool ready_now(int fd, short events);
+
+ private:
+  bool wait(int fd, short events, std::int64_t timeout_ns);
+
+  int eventfd_ = -1;
+  int error_ = 0;
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> work_{false};
+};
+
+}  // namespace softrdma::host

@@ -1,0 +1,229 @@
+#include "emulator/host/embedded_host.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <cstring>
+#include <system_error>
+
+#include "emulator/host/loopback_address.hpp"
+
+namespace softrdma::host {
+namespace {
+
+// Receive bursts per step, and packets sent per step: bounds on how long one step holds the
+// lock, so that a 1 MiB message does not keep the other side of the device waiting.
+constexpr int kReceiveBurstsPerStep = 4;
+constexpr std::size_t kTransmitPerStep = 4 * net::UdpBackend::kBurst;
+
+// An application that calls poll_cq many times in quick succession is busy-polling
+// (perftest, ibv_rc_pingpong without -e): it receives on its own thread, and the progress
+// thread stays off the socket for kBusyPollLease after each such poll. A few polls are not
+// enough: a program driven by completion events polls its CQs until they are empty, arms
+// them (req_notify_cq, which ends the lease) and sleeps. If the application stops polling
+// without arming a CQ, packets wait kBusyPollLease at most.
+constexpr std::uint32_t kBusyPollStreak = 16;
+constexpr core::Time kBusyPollGap = 20'000;     // ns between the polls of one streak
+constexpr core::Time kBusyPollLease = 200'000;  // ns
+
+constexpr core::Time kNever = ~core::Time{0};
+
+}  // namespace
+
+HostStart EmbeddedHost::start(HostConfig config) {
+  net::UdpOpenResult opened = config.ip ? net::UdpBackend::open(*config.ip) : bind_first_free_loopback();
+  if (!opened.backend) return {nullptr, opened.error};
+  std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.spin));
+  if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
+  try {
+    host->thread_ = std::thread([h = host.get()] { h->run(); });
+  } catch (const std::system_error& e) {
+    return {nullptr, std::string("cannot start the progress thread: ") + e.what()};
+  }
+  return {std::move(host), {}};
+}
+
+namespace {
+
+// The device as the socket makes it: GID 0 is the bound address, and every packet leaves
+// from the socket's one port, so the engine seals each ICRC with that port.
+core::DeviceConfig for_socket(core::DeviceConfig config, const net::UdpBackend& socket) {
+  config.gids = {socket.local_gid()};
+  config.udp_source_port = socket.local_port();
+  return config;
+}
+
+}  // namespace
+
+EmbeddedHost::EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device,
+                           std::chrono::nanoseconds spin)
+    : backend_(std::move(backend)),
+      device_(for_socket(std::move(device), *backend_), memory_),
+      spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {
+  tx_queue_.reserve(net::UdpBackend::kBurst);
+}
+
+EmbeddedHost::~EmbeddedHost() { stop(); }
+
+void EmbeddedHost::stop() {
+  if (!thread_.joinable()) return;
+  stopping_.store(true);
+  doorbell_.kick();
+  thread_.join();
+}
+
+int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
+  const core::Time now = steady_now();
+  note_poll(now);
+  std::unique_lock lock(mutex_);
+  const int n = device_.poll_cq(cq, out);
+  if (n != 0) return n;
+  if (receive(now) == 0) return 0;  // one recvmmsg that found nothing: the cost of an empty poll
+  const int polled = device_.poll_cq(cq, out);
+  after_call(lock, now);  // sends the ACKs the packets called for
+  return polled;
+}
+
+int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
+  // The application is about to sleep until the CQ's event: from now on the progress thread
+  // must receive, and if it sleeps off the socket for a busy-poll lease, wake it.
+  polls_.store(0, std::memory_order_relaxed);
+  if (app_polls_until_.exchange(0) > steady_now()) doorbell_.kick();
+  return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
+}
+
+void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
+  events_.set_handlers(std::move(on_cq), std::move(on_async));
+}
+
+HostStats EmbeddedHost::stats() {
+  std::lock_guard lock(mutex_);
+  return {device_.counters(), backend_->counters()};
+}
+
+void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now) {
+  const bool more = transmit(now).more;
+  collect_events();
+  const core::Time deadline = device_.next_deadline().value_or(0);
+  deadline_.store(deadline);
+  lock.unlock();
+  events_.deliver();
+  // The progress thread must look again if packets are left to send, or if the engine needs
+  // it before it would wake. (An awake thread, wake_at_ 0, reads deadline_ before it sleeps:
+  // see sleep_until.)
+  if (more || (deadline != 0 && deadline < wake_at_.load())) doorbell_.kick();
+}
+
+void EmbeddedHost::note_poll(core::Time now) {
+  const core::Time last = last_poll_.exchange(now, std::memory_order_relaxed);
+  if (now - last >= kBusyPollGap) {
+    polls_.store(1, std::memory_order_relaxed);
+  } else if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {
+    app_polls_until_.store(now + kBusyPollLease, std::memory_order_relaxed);
+  }
+}
+
+void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events) {
+  // wake_at_ is stored before deadline_ is read again, and after_call stores deadline_ before
+  // it reads wake_at_ (both sequentially consistent): either this thread sees the new
+  // deadline, or after_call sees that it sleeps and kicks it.
+  wake_at_.store(until);
+  const core::Time deadline = deadline_.load();
+  if (deadline == 0 || deadline >= until)
+    doorbell_.sleep(backend_->fd(), events, until == kNever ? -1 : static_cast<std::int64_t>(until - now));
+  wake_at_.store(0);
+}
+
+void EmbeddedHost::run() {
+  pthread_setname_np(pthread_self(), "srdma-progress");
+  // RNR timers start at 10 us (IBTA vol. 1 table 45); the default 50 us timer slack would
+  // stretch them.
+  prctl(PR_SET_TIMERSLACK, 1000UL);
+  const int fd = backend_->fd();
+  core::Time idle_since = steady_now();
+  bool ready = true;
+  while (!stopping_.load()) {
+    if (ready && progress()) {
+      idle_since = steady_now();
+      continue;  // look again at once: one step sends a bounded number of packets
+    }
+    ready = true;
+    const core::Time now = steady_now();
+    const core::Time deadline = deadline_.load();
+    if (deadline != 0 && deadline <= now) continue;
+    const core::Time until = deadline != 0 ? deadline : kNever;
+    const short write = tx_blocked_.load() ? POLLOUT : 0;
+    const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
+    if (now < lease_end) {
+      sleep_until(now, std::min(until, lease_end), write);  // an application thread receives
+    } else if (now - idle_since < spin_ns_) {
+      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write));
+      // Spinning must not keep a woken application thread off this core: on a machine with
+      // few cores that turns a microsecond wait into a scheduler time slice.
+      if (!ready) sched_yield();
+    } else {
+      sleep_until(now, until, static_cast<short>(POLLIN | write));
+    }
+  }
+}
+
+bool EmbeddedHost::progress() {
+  std::unique_lock lock(mutex_);
+  const bool worked = step(steady_now());
+  lock.unlock();
+  events_.deliver();
+  return worked;
+}
+
+bool EmbeddedHost::step(core::Time now) {
+  bool worked = receive(now) > 0;
+  if (const auto due = device_.next_deadline(); due && *due <= now) {
+    device_.advance(now);
+    worked = true;
+  }
+  worked |= transmit(now).packets > 0;
+  collect_events();
+  deadline_.store(device_.next_deadline().value_or(0));
+  return worked;
+}
+
+std::size_t EmbeddedHost::receive(core::Time now) {
+  std::size_t received = 0;
+  for (int burst = 0; burst < kReceiveBurstsPerStep; ++burst) {
+    const std::span<const core::RxPacket> packets = backend_->receive();
+    if (packets.empty()) break;
+    for (const core::RxPacket& p : packets) device_.receive(now, p);
+    received += packets.size();
+  }
+  return received;
+}
+
+EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
+  Sent sent;
+  while (sent.packets < kTransmitPerStep) {
+    while (tx_queue_.size() < net::UdpBackend::kBurst) {
+      std::optional<core::TxPacket> p = device_.transmit(now);
+      if (!p) break;
+      tx_queue_.push_back(std::move(*p));
+    }
+    if (tx_queue_.empty()) break;
+    const std::size_t n = backend_->send(tx_queue_);
+    tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    sent.packets += n;
+    if (!tx_queue_.empty()) break;  // the socket's send buffer is full: wait for POLLOUT
+  }
+  tx_blocked_.store(!tx_queue_.empty());
+  // Reaching the per-step bound leaves the rest to the next step.
+  sent.more = !tx_queue_.empty() || sent.packets >= kTransmitPerStep;
+  return sent;
+}
+
+void EmbeddedHost::collect_events() {
+  while (const auto cq = device_.next_cq_event()) events_.push(*cq);
+  while (const auto event = device_.next_async_event()) events_.push(*event);
+}
+
+}  // namespace softrdma::host

@@ -1,0 +1,152 @@
+// The embedded host (DESIGN.md §5): one transport engine, one UDP socket and one progress
+// thread inside the application process, for the verbs shim to sit on.
+//
+// Every engine call happens under one lock. The progress thread receives, fires timers,
+// transmits and delivers events; application threads take two short cuts so that latency
+// does not wait for a thread handoff: call() sends what a verbs call queued (post_send's
+// packets leave from the posting thread), and poll_cq() runs a receive step itself when the
+// CQ is empty. After activity the thread keeps looking for work for HostConfig::spin, then
+// sleeps in ppoll() until the socket is readable, a kick or the engine's next deadline, so
+// an idle device costs no CPU. While an application thread busy-polls a CQ (and so receives
+// itself), the thread leaves the socket to it and wakes only for timers and kicks: two
+// threads contending for every packet would halve a two-core machine.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "emulator/core/device.hpp"
+#include "emulator/core/memory.hpp"
+#include "emulator/host/doorbell.hpp"
+#include "emulator/host/event_delivery.hpp"
+#include "emulator/host/host_clock.hpp"
+#include "emulator/net/udp_backend.hpp"
+
+namespace softrdma::host {
+
+struct HostConfig {
+  // The address to bind, IPv4 or IPv6 text; none: the first free 127.0.0.N
+  // (loopback_address.hpp).
+  std::optional<std::string> ip;
+  // The device's limits. Its GID table is replaced by the bound address's GID, at index 0.
+  core::DeviceConfig device;
+  // How long the progress thread keeps looking for work after activity before it sleeps.
+  std::chrono::nanoseconds spin = std::chrono::microseconds(50);
+};
+
+struct HostStats {
+  core::DeviceCounters device;
+  net::UdpCounters udp;
+};
+
+class EmbeddedHost;
+
+struct HostStart {
+  std::unique_ptr<EmbeddedHost> host;  // null on failure
+  std::string error;                   // on failure: one line for a person
+};
+
+class EmbeddedHost {
+ public:
+  // Binds the address, builds the device and starts the progress thread.
+  static HostStart start(HostConfig config);
+
+  EmbeddedHost(const EmbeddedHost&) = delete;
+  EmbeddedHost& operator=(const EmbeddedHost&) = delete;
+  ~EmbeddedHost();  // stop()s
+
+  // Joins the progress thread. Packets not yet handed to the kernel are dropped with it.
+  // Later calls still work, with no background progress; stop() again does nothing.
+  void stop();
+
+  const std::string& address() const { return backend_->local_address(); }  // "127.0.0.2", "::1"
+  const core::Gid& gid() const { return backend_->local_gid(); }            // GID index 0
+
+  // Runs f(device, now) under the host's lock and returns what it returns (f must not keep
+  // the Device& beyond the call, nor call into the host: the lock is not recursive).
+  // Afterwards, on this thread: sends the packets the call queued (so post_send's packets
+  // leave before call() returns), delivers the events it raised, and wakes the progress
+  // thread if it must look again (a timer armed earlier than it sleeps for, or more to send).
+  template <class F>
+  auto call(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
+
+  // Device::poll_cq; when the CQ is empty and datagrams are waiting on the socket, receives
+  // them on this thread and looks again.
+  int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
+  // Device::req_notify_cq, and a sign that the application will now sleep until an event:
+  // use this rather than call() for it, or events wait up to 200 us after busy-polling.
+  int req_notify_cq(std::uint32_t cq, bool solicited_only);
+
+  // Completion-channel and async events (see event_delivery.hpp for the threads they run on).
+  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
+
+  HostStats stats();
+
+ private:
+  EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device, std::chrono::nanoseconds spin);
+
+  struct Sent {
+    std::size_t packets = 0;
+    bool more = false;  // the engine has more, or the socket's send buffer is full
+  };
+
+  void run();                // the progress thread
+  bool progress();           // one step under the lock, then events; whether anything happened
+  bool step(core::Time now);  // receive, timers, transmit, events; the lock is held
+  std::size_t receive(core::Time now);
+  Sent transmit(core::Time now);
+  void collect_events();
+  // After engine calls on an application thread: sends what they queued, publishes the
+  // deadline, releases the lock, delivers events and kicks the progress thread when it must
+  // look again.
+  void after_call(std::unique_lock<std::mutex>& lock, core::Time now);
+  void note_poll(core::Time now);
+  // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
+  void sleep_until(core::Time now, core::Time until, short events);
+
+  core::DirectMemory memory_;
+  std::unique_ptr<net::UdpBackend> backend_;
+  std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
+  core::Device device_;
+  std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
+  EventDelivery events_;
+  Doorbell doorbell_;
+  const core::Time spin_ns_;
+  std::atomic<core::Time> deadline_{0};  // the engine's next deadline, 0 for none
+  std::atomic<bool> tx_blocked_{false};  // tx_queue_ waits for POLLOUT
+  std::atomic<bool> stopping_{false};
+  // When the progress thread wakes on its own at the latest, while it sleeps (kNever: no
+  // limit); 0 while it is awake, when it reads deadline_ before it sleeps again.
+  std::atomic<core::Time> wake_at_{0};
+  // Busy-polling (see kBusyPollLease): poll_cq() calls in quick succession, when the last one
+  // was, and until when the progress thread leaves the socket to the application.
+  std::atomic<std::uint32_t> polls_{0};
+  std::atomic<core::Time> last_poll_{0};
+  std::atomic<core::Time> app_polls_until_{0};
+  std::thread thread_;
+};
+
+template <class F>
+auto EmbeddedHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time> {
+  std::unique_lock lock(mutex_);
+  const core::Time now = steady_now();
+  if constexpr (std::is_void_v<std::invoke_result_t<F, core::Device&, core::Time>>) {
+    std::forward<F>(f)(device_, now);
+    after_call(lock, now);
+  } else {
+    auto result = std::forward<F>(f)(device_, now);
+    after_call(lock, now);
+    return result;
+  }
+}
+
+}  // namespace softrdma::host

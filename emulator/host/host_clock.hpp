@@ -1,0 +1,17 @@
+// The engine's time in the embedded host: nanoseconds of the monotonic clock. The engine takes
+// time only as an argument (DESIGN.md §3); this is the one place the host reads a clock.
+#pragma once
+
+#include <chrono>
+
+#include "emulator/core/verbs_types.hpp"
+
+namespace softrdma::host {
+
+inline core::Time steady_now() {
+  return static_cast<core::Time>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+}  // namespace softrdma::host

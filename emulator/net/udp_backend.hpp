@@ -1,0 +1,104 @@
+// The `udp` backend (DESIGN.md §4): RoCEv2 over one kernel UDP socket bound to ADDR:4791,
+// IPv4 or IPv6, unprivileged. Bursts go out with sendmmsg, each packet to the address inside
+// its destination GID, and come in with recvmmsg.
+//
+// What the socket is set up to do, and why:
+// - It stays unconnected and has IP_MTU_DISCOVER = IP_PMTUDISC_DO: the kernel then sends
+//   IPv4 with DF and Identification 0, the header the engine computed the ICRC for
+//   (core/roce_headers.hpp). A connected socket would send a per-socket incrementing ID, and
+//   the ICRC covers the ID (research/captures.md).
+// - IPv4 sends UDP checksum 0 (SO_NO_CHECK), as rxe does; IPv6 keeps a real checksum, which
+//   RFC 8200 s8.1 requires.
+// - Every packet leaves from port 4791, the socket's own port: the engine is configured
+//   with it (core::DeviceConfig::udp_source_port), because the ICRC covers it.
+// - A socket sees no IPv4 ID on receive, so it cannot check a peer's ICRC over the real
+//   headers: RxPacket.icrc_checked stays false and the engine checks the ICRC as if the ID
+//   were 0, which is what softrdma peers send (a peer with non-zero IDs, such as rxe or a
+//   NIC, fails that check and is counted in DeviceCounters::icrc_err).
+// Not used yet: UDP GSO/GRO (the ICRC of GSO segment k needs ID k, which the engine does not
+// compute) and per-QP source ports.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "emulator/core/device.hpp"
+
+namespace softrdma::net {
+
+inline constexpr std::uint16_t kRoceV2Port = 4791;  // IANA's RoCEv2 port (annex A17.2)
+
+struct UdpCounters {
+  std::uint64_t tx_packets = 0;
+  std::uint64_t tx_bytes = 0;     // UDP payload bytes
+  std::uint64_t tx_errors = 0;    // packets the kernel refused (last_tx_errno says why)
+  std::uint64_t tx_no_route = 0;  // destination GID of the other address family than the socket
+  std::uint64_t rx_packets = 0;
+  std::uint64_t rx_bytes = 0;
+  std::uint64_t rx_truncated = 0;     // datagrams longer than a receive slot, dropped
+  std::uint64_t rx_errors = 0;        // failed recvmmsg calls
+  std::uint64_t rx_kernel_drops = 0;  // datagrams the kernel dropped on a full socket buffer (SO_RXQ_OVFL)
+  int last_tx_errno = 0;
+};
+
+class UdpBackend;
+
+struct UdpOpenResult {
+  std::unique_ptr<UdpBackend> backend;  // null on failure
+  int errnum = 0;                       // on failure: the errno of the step that failed (EADDRINUSE, ...)
+  std::string error;                    // on failure: one line for a person
+};
+
+class UdpBackend {
+ public:
+  static constexpr std::size_t kBurst = 32;          // datagrams per sendmmsg / recvmmsg
+  static constexpr std::size_t kSlotBytes = 9216;    // a 4096-byte MTU packet with room to spare; jumbo frames fit
+  static constexpr int kSocketBufferBytes = 4 << 20;  // a 1 MiB message in flight several times over
+
+  // Binds `ip` (an IPv4 or IPv6 address in text form) : `port`. Packets always go to port
+  // 4791 of their destination; another local port is for tests (0: one the kernel picks).
+  static UdpOpenResult open(std::string_view ip, std::uint16_t port = kRoceV2Port);
+
+  UdpBackend(const UdpBackend&) = delete;
+  UdpBackend& operator=(const UdpBackend&) = delete;
+  ~UdpBackend();
+
+  int fd() const { return fd_; }
+  bool is_ipv4() const { return ipv4_; }
+  const core::Gid& local_gid() const { return local_gid_; }
+  std::uint16_t local_port() const { return local_port_; }
+  const std::string& local_address() const { return local_address_; }  // "127.0.0.2", "::1"
+  const UdpCounters& counters() const { return counters_; }
+
+  // Sends `packets` in order; their ICRCs must have been sealed for local_port().
+  // Returns how many were dealt with (sent, or counted as an error and dropped); fewer than
+  // packets.size() only when the socket's send buffer is full: wait for POLLOUT and send the
+  // rest then. Never blocks.
+  std::size_t send(std::span<core::TxPacket> packets);
+
+  // Up to kBurst datagrams that have arrived, as the engine takes them; empty when none has.
+  // The bytes live in this backend's slots until the next call. Never blocks.
+  std::span<const core::RxPacket> receive();
+
+ private:
+  struct Socket;  // the Boost.Asio objects, kept out of this header
+  struct Slots;   // the recvmmsg / sendmmsg arrays
+
+  UdpBackend(std::unique_ptr<Socket> socket, bool ipv4, std::string address);
+
+  std::unique_ptr<Socket> socket_;
+  std::unique_ptr<Slots> slots_;
+  int fd_ = -1;
+  bool ipv4_ = true;
+  std::string local_address_;
+  std::uint16_t local_port_ = kRoceV2Port;
+  core::Gid local_gid_{};
+  UdpCounters counters_;
+};
+
+}  // namespace softrdma::net
