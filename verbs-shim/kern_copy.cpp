@@ -7,6 +7,7 @@
 #include <infiniband/sa.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "verbs-shim/verbs_api.hpp"
 
@@ -63,46 +64,41 @@ SRDMA_EXPORT void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr
   // qp_state is not copied: the kernel reports it through cur_qp_state.
 }
 
+namespace {
+
+// The path record fields both layouts name alike; only their integer types differ.
+template <class Dst, class Src>
+void copy_path_fields(Dst& d, const Src& s) {
+  const auto set = [](auto& to, auto from) { to = static_cast<std::remove_reference_t<decltype(to)>>(from); };
+  set(d.dlid, s.dlid);
+  set(d.slid, s.slid);
+  set(d.raw_traffic, s.raw_traffic);
+  set(d.flow_label, s.flow_label);
+  set(d.reversible, s.reversible);
+  set(d.mtu, s.mtu);
+  set(d.pkey, s.pkey);
+  set(d.hop_limit, s.hop_limit);
+  set(d.traffic_class, s.traffic_class);
+  set(d.numb_path, s.numb_path);
+  set(d.sl, s.sl);
+  set(d.mtu_selector, s.mtu_selector);
+  set(d.rate_selector, s.rate_selector);
+  set(d.rate, s.rate);
+  set(d.packet_life_time_selector, s.packet_life_time_selector);
+  set(d.packet_life_time, s.packet_life_time);
+  set(d.preference, s.preference);
+}
+
+}  // namespace
+
 SRDMA_EXPORT void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
   std::memcpy(dst->dgid.raw, src->dgid, sizeof dst->dgid.raw);
   std::memcpy(dst->sgid.raw, src->sgid, sizeof dst->sgid.raw);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<int>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<int>(src->reversible);
-  dst->mtu = static_cast<std::uint8_t>(src->mtu);
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  copy_path_fields(*dst, *src);
 }
 
 SRDMA_EXPORT void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
   std::memcpy(dst->dgid, src->dgid.raw, sizeof dst->dgid);
   std::memcpy(dst->sgid, src->sgid.raw, sizeof dst->sgid);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<__u32>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<__u32>(src->reversible);
-  dst->mtu = src->mtu;
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  copy_path_fields(*dst, *src);
 }
