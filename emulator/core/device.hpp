@@ -146,7 +146,8 @@ class Device {
   void advance(Time now);
   std::optional<Time> next_deadline() const;
 
-  const DeviceCounters& counters() const { return counters_; }
+  // The device's counters; `qps` sums every QP's, live or destroyed.
+  DeviceCounters counters() const;
   const Qp* qp(std::uint32_t qpn) const;
 
  // Engine internals, shared by the requester, responder and completer (transport.hpp).
@@ -187,7 +188,7 @@ class Device {
   std::deque<AsyncEvent> async_events_;
   std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
   std::size_t transmit_cursor_ = 0;  // round robin over QPs for requests and READ responses
-  DeviceCounters counters_;
+  DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
 };
 
 }  // namespace softrdma::core

@@ -112,6 +112,13 @@ std::optional<Time> Device::next_deadline() const {
   return soonest;
 }
 
+DeviceCounters Device::counters() const {
+  DeviceCounters sum = counters_;
+  const_cast<HandleTable<std::unique_ptr<Qp>>&>(qps_).for_each(
+      [&](std::uint32_t, std::unique_ptr<Qp>& q) { sum.qps += q->counters; });
+  return sum;
+}
+
 Expected<std::uint32_t> Device::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
                                         std::uint64_t addr, std::uint64_t length, std::uint32_t acc) {
   Qp* q = find_qp(qpn);

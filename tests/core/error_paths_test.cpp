@@ -351,6 +351,7 @@ TEST_CASE("QP: a destroyed QP's packets count as unknown_qp; its counters stay i
   CHECK(status_of(p, make_wr(WrOpcode::send, 1, {p.a.sge(0, 64)})) == WcStatus::success);
   const core::QpCounters b_qp = p.b.dev->qp(p.b.qpn)->counters;
   CHECK(b_qp.rcvd_pkts == 1);
+  CHECK(p.b.dev->counters().qps.rcvd_pkts == b_qp.rcvd_pkts);  // live QPs count too
   CHECK(p.b.dev->destroy_qp(p.b.qpn) == 0);
   CHECK(p.b.dev->qp(p.b.qpn) == nullptr);
   CHECK(p.b.dev->counters().qps.rcvd_pkts == b_qp.rcvd_pkts);
