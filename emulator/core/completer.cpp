@@ -255,6 +255,15 @@ void Completer::retire(Device& d, Qp& q) {
       return;
     }
   }
+  note_if_drained(d, q);
+}
+
+void Completer::note_if_drained(Device& d, Qp& q) {
+  // SQD: once nothing started is outstanding the send queue is drained; the consumer asked
+  // for an event with en_sqd_async_notify (s11.6.3, SQ Drained).
+  if (q.state() != QpState::sqd || !q.attr.sq_draining || outstanding(q)) return;
+  q.attr.sq_draining = false;
+  if (q.attr.en_sqd_async_notify) d.raise(AsyncEventType::sq_drained, q.qpn);
 }
 
 void Completer::fail(Device& d, Qp& q, SendWqe& w, WcStatus status) {

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "emulator/core/psn.hpp"
+#include "emulator/core/transport.hpp"
 
 namespace softrdma::core {
 namespace {
@@ -366,6 +367,9 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
   if (!q) return EINVAL;
   const QpState from = q->state();
   if (const int err = check_modify_qp(q->init.qp_type, from, attr, mask, config_.limits)) return err;
+  // A draining send queue may only be moved to ERR (s10.3.1; as Linux rxe).
+  if (from == QpState::sqd && q->attr.sq_draining && !((mask & qp_attr::state) && attr.qp_state == QpState::err))
+    return EINVAL;
   if ((mask & qp_attr::av) && attr.ah_attr.sgid_index >= config_.gids.size()) return EINVAL;
   if ((mask & qp_attr::path_mtu) && attr.path_mtu > config_.max_mtu) return EINVAL;
   apply_modify_qp(q->attr, attr, mask);
@@ -390,6 +394,10 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
   if (mask & qp_attr::retry_cnt) q->retry_left = attr.retry_cnt;
   if (mask & qp_attr::rnr_retry) q->rnr_left = attr.rnr_retry;
   if (to == QpState::err && from != QpState::err) enter_error(*q);
+  if (to == QpState::sqd && from == QpState::rts) {
+    q->attr.sq_draining = true;
+    Completer::note_if_drained(*this, *q);
+  }
   return 0;
 }
 

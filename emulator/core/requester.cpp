@@ -110,14 +110,17 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
 }
 
 std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
-  if (q.state() != QpState::rts || q.rnr_at != 0) return std::nullopt;
+  // In SQD the requester finishes the messages it started and starts none (s10.3.1: the
+  // send queue drains at a message boundary).
+  const bool draining = q.state() == QpState::sqd;
+  if ((q.state() != QpState::rts && !draining) || q.rnr_at != 0) return std::nullopt;
   // UD has no path MTU attribute: a datagram fits the port's MTU (as rxe's get_mtu).
   const std::uint32_t mtu = mtu_bytes(q.init.qp_type == QpType::ud ? d.config_.max_mtu : q.attr.path_mtu);
   while (q.next_wqe < q.sq.size()) {
     SendWqe& w = q.sq[q.next_wqe];
     if (is_local(w.wr.opcode)) {
       // Local operations wait for the WQEs before them, like a fence (s10.6.7.2.1).
-      if (q.next_wqe != 0) return std::nullopt;
+      if (q.next_wqe != 0 || draining) return std::nullopt;
       execute_local(d, q, w);
       ++q.next_wqe;
       Completer::retire(d, q);
@@ -129,6 +132,7 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
       continue;
     }
     if (!w.started) {
+      if (draining) return std::nullopt;
       const bool rd_atomic = is_read_or_atomic(w.wr.opcode);
       // A fenced WQE waits for every READ and atomic before it (s10.8.3.3); READs and
       // atomics in flight are bounded by max_rd_atomic (s9.7.4.1.4).

@@ -30,6 +30,8 @@ struct Completer {
   // Retires completed WQEs at the head of the send queue, in order, posting their WCs; a
   // failed one moves the QP to the error state.
   static void retire(Device& d, Qp& qp);
+  // In SQD, ends draining (and raises SQ_DRAINED if asked) once nothing started is outstanding.
+  static void note_if_drained(Device& d, Qp& qp);
   // Ends `w` with `status` (an error ends the QP too, once retired).
   static void fail(Device& d, Qp& qp, SendWqe& w, WcStatus status);
 };

@@ -7,6 +7,7 @@
 // the peer's at 0x000800, local ACK timeout 10 (4.096 us << 10 = 4,194,304 ns), min_rnr_timer
 // 12 (0.64 ms).
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstring>
 
 #include "tests/core/timeline.hpp"
@@ -1206,4 +1207,46 @@ TEST_CASE("requester: timeout 0 never retransmits", "[timeline][requester][timeo
   CHECK_FALSE(tl.deadline());
   tl.expect_nothing(3'600'000'000'000);  // an hour later
   CHECK(tl.state() == QpState::rts);
+}
+
+TEST_CASE("requester: SQD finishes the message it started, raises SQ_DRAINED, and RTS resumes", "[timeline][requester]") {
+  Timeline tl;
+  const std::uint32_t s = tl.config.sq_psn;
+  const auto m = bytes(700, 6);
+  tl.put(0, m);
+  tl.post_send(1'000, tl.wr(WrOpcode::send, 1, 0, 700));
+  tl.post_send(1'000, tl.wr(WrOpcode::send, 2, 0, 16));
+  tl.expect(1'000, send_first(s, slice(m, 0, 256)));
+
+  core::QpAttr a;
+  a.qp_state = QpState::sqd;
+  a.en_sqd_async_notify = 1;
+  REQUIRE(tl.side.dev->modify_qp(1'000, tl.side.qpn, a, core::qp_attr::state | core::qp_attr::en_sqd_async_notify) == 0);
+  // The started message goes out whole; the next one waits.
+  tl.expect(1'000, send_middle(psn(s, 1), slice(m, 256, 256)));
+  tl.expect(1'000, send_last(psn(s, 2), slice(m, 512, 188)).ackreq());
+  tl.expect_nothing(1'000);
+  core::QpAttr now;
+  core::QpInitAttr init;
+  REQUIRE(tl.side.dev->query_qp(tl.side.qpn, now, init) == 0);
+  CHECK(now.sq_draining);
+  // While draining, only a move to ERR is allowed (s10.3.1).
+  core::QpAttr again;
+  again.qp_state = QpState::sqd;
+  CHECK(tl.side.dev->modify_qp(1'000, tl.side.qpn, again, core::qp_attr::state) == EINVAL);
+  CHECK_FALSE(tl.side.dev->next_async_event().has_value());
+
+  tl.deliver(2'000, ack(psn(s, 2), 1));
+  const auto wcs = tl.send_wcs();
+  REQUIRE(wcs.size() == 1);
+  check_wc(wcs[0], 1, WcStatus::success);
+  const auto drained = tl.side.dev->next_async_event();
+  REQUIRE(drained.has_value());
+  CHECK(drained->type == core::AsyncEventType::sq_drained);
+  CHECK(drained->element == tl.side.qpn);
+  REQUIRE(tl.side.dev->query_qp(tl.side.qpn, now, init) == 0);
+  CHECK_FALSE(now.sq_draining);
+
+  tl.modify_state(3'000, QpState::rts);
+  tl.expect(3'000, send_only(psn(s, 3), slice(m, 0, 16)).ackreq());
 }
