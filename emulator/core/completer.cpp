@@ -251,7 +251,7 @@ void Completer::retire(Device& d, Qp& q) {
     else
       q.next_index = 0;
     if (failed) {
-      d.enter_error(q);
+      d.enter_send_error(q);
       return;
     }
   }
@@ -271,7 +271,7 @@ void Completer::fail(Device& d, Qp& q, SendWqe& w, WcStatus status) {
   w.complete = true;
   w.status = status;
   retire(d, q);
-  if (q.state() != QpState::err) d.enter_error(q);
+  if (q.state() != QpState::err && q.state() != QpState::sqe) d.enter_send_error(q);
 }
 
 }  // namespace softrdma::core

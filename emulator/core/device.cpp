@@ -453,7 +453,7 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   w.length = inline_data ? wr.inline_data.size() : sge_total(wr.sg_list);
   w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);
   q->sq.push_back(std::move(w));
-  if (s == QpState::err) flush(*q);
+  if (s == QpState::err || s == QpState::sqe) flush_send(*q);
   return 0;
 }
 
@@ -471,22 +471,7 @@ void Device::enter_error(Qp& q) {
 }
 
 void Device::flush(Qp& q) {
-  // Every outstanding WR completes with a flush error, signaled or not: errors are always
-  // reported (s10.3.1, s11.4.1.1.2). Completed WQEs still queued behind a failed one keep
-  // their own status.
-  for (SendWqe& w : q.sq) {
-    if (w.complete && !w.signaled && w.status == WcStatus::success) continue;
-    Wc wc;
-    wc.wr_id = w.wr.wr_id;
-    wc.status = w.complete ? w.status : WcStatus::wr_flush_err;
-    wc.opcode = WcOpcode::send;
-    wc.qp_num = q.qpn;
-    complete(q.init.send_cq, wc, false);
-  }
-  q.sq.clear();
-  q.next_wqe = 0;
-  q.next_index = 0;
-  q.rd_atomic_in_flight = 0;
+  flush_send(q);
   const auto flush_recv = [&](const RecvWqe& r) {
     Wc wc;
     wc.wr_id = r.wr.wr_id;
@@ -499,6 +484,33 @@ void Device::flush(Qp& q) {
   q.in_send = false;
   for (const RecvWqe& r : q.rq) flush_recv(r);
   q.rq.clear();
+}
+
+void Device::flush_send(Qp& q) {
+  // Every outstanding WR completes with a flush error, signaled or not: errors are always
+  // reported (s10.3.1, s11.4.1.1.2). Completed WQEs still queued behind a failed one keep
+  // their own status.
+  for (SendWqe& w : q.sq) {
+    if (w.complete && !w.signaled && w.status == WcStatus::success) continue;
+    Wc wc;
+    wc.wr_id = w.wr.wr_id;
+    wc.status = w.complete ? w.status : WcStatus::wr_flush_err;
+    wc.opcode = wc_opcode(w.wr.opcode);
+    wc.qp_num = q.qpn;
+    complete(q.init.send_cq, wc, false);
+  }
+  q.sq.clear();
+  q.next_wqe = 0;
+  q.next_index = 0;
+  q.rd_atomic_in_flight = 0;
+}
+
+void Device::enter_send_error(Qp& q) {
+  if (q.init.qp_type == QpType::rc) return enter_error(q);
+  // UC and UD: a send error stops only the send queue (SQE, s10.3.1); receives go on, and
+  // modify_qp SQE->RTS resumes sending.
+  q.attr.qp_state = QpState::sqe;
+  flush_send(q);
 }
 
 }  // namespace softrdma::core

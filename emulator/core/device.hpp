@@ -168,7 +168,10 @@ class Device {
   void raise(AsyncEventType type, std::uint32_t element);
   // Moves the QP to ERR and flushes every outstanding WR (s10.3.1, s11.4.1.1.2).
   void enter_error(Qp& qp);
-  void flush(Qp& qp);
+  // A send WR failed: RC QPs go to ERR, UC and UD QPs to SQE (s10.3.1).
+  void enter_send_error(Qp& qp);
+  void flush(Qp& qp);  // both queues
+  void flush_send(Qp& qp);
   // A new packet buffer for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in
   // by finish().
   TxPacket packet_to(const Qp& qp, const AddressVector& av) const;

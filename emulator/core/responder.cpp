@@ -270,7 +270,8 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
 
 void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
   const QpState s = q.state();
-  if (s != QpState::rtr && s != QpState::rts && s != QpState::sqd) {
+  // The receive side works from RTR on, through SQD and SQE (s10.3.1).
+  if (s != QpState::rtr && s != QpState::rts && s != QpState::sqd && s != QpState::sqe) {
     ++d.counters_.dropped;
     return;
   }

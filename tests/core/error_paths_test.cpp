@@ -522,6 +522,20 @@ TEST_CASE("UD: a message fits the port MTU; one byte more is LOC_LEN_ERR", "[cor
   CHECK(wcs[0].status == WcStatus::loc_len_err);
   CHECK(wcs[1].status == WcStatus::wr_flush_err);
   CHECK(p.a.dev->qp(p.a.qpn)->counters.sent_pkts == 1);
+  // A UD send error stops only the send queue: SQE (s10.3.1). Receives go on, and
+  // SQE -> RTS resumes sending.
+  CHECK(state_of(p.a) == QpState::sqe);
+  post_recv(p.a, 7, 0, 40 + 64);
+  core::SendWr back = ud_send(p, 8, {p.b.sge(0, 64)});
+  core::AddressVector to_a;
+  to_a.dgid = ipv4_gid(1);
+  back.ah = *p.b.dev->create_ah(p.b.pd, to_a);
+  back.remote_qpn = p.a.qpn;
+  post_send(p, p.b, back);
+  CHECK(wait_wcs(p, p.a, p.a.recv_cq, 1).at(0).status == WcStatus::success);
+  modify_state(p.a, QpState::rts);
+  post_recv(p.b, 9, 0, 40 + 8);
+  CHECK(status_of(p, ud_send(p, 10, {p.a.sge(0, 8)})) == WcStatus::success);
 }
 
 TEST_CASE("UD: receive errors complete the receive; without one the datagram is dropped", "[core][errors][ud]") {
