@@ -26,6 +26,7 @@
 #include "emulator/core/objects.hpp"
 #include "emulator/core/qp.hpp"
 #include "emulator/core/qp_transition.hpp"
+#include "emulator/core/roce_headers.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "wire/ib_packet.hpp"
 
@@ -63,14 +64,9 @@ struct RxPacket {
 };
 
 // A packet to send: the UDP payload with its ICRC, computed for an IPv4 header with ID 0 and
-// DF (or the IPv6 header) carrying these addresses, and a UDP header with these ports.
+// DF (or the IPv6 header) carrying `route`'s addresses, and a UDP header with its ports.
 struct TxPacket {
-  Gid src_gid{};
-  Gid dst_gid{};
-  std::uint16_t src_port = 0;
-  std::uint8_t traffic_class = 0;
-  std::uint32_t flow_label = 0;
-  std::uint8_t hop_limit = 64;
+  Endpoints route;
   std::vector<std::uint8_t> bytes;
 };
 

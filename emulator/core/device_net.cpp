@@ -22,19 +22,18 @@ wire::Transport transport_of(QpType t) {
 
 TxPacket Device::packet_to(const Qp& q, const AddressVector& av) const {
   TxPacket p;
-  p.src_gid = config_.gids.empty() ? Gid{} : config_.gids[av.sgid_index < config_.gids.size() ? av.sgid_index : 0];
-  p.dst_gid = av.dgid;
-  p.src_port = q.udp_src_port;
-  p.traffic_class = av.traffic_class;
-  p.flow_label = av.flow_label;
-  p.hop_limit = av.hop_limit;
+  p.route.src = config_.gids.empty() ? Gid{} : config_.gids[av.sgid_index < config_.gids.size() ? av.sgid_index : 0];
+  p.route.dst = av.dgid;
+  p.route.src_port = q.udp_src_port;
+  p.route.traffic_class = av.traffic_class;
+  p.route.flow_label = av.flow_label;
+  p.route.hop_limit = av.hop_limit;
   return p;
 }
 
 void Device::finish(TxPacket& p) const {
-  const Endpoints e{p.src_gid, p.dst_gid, p.src_port, p.traffic_class, p.flow_label, p.hop_limit};
   const std::span<const std::uint8_t> covered(p.bytes.data(), p.bytes.size() - wire::kIcrcLength);
-  wire::store_icrc(p.bytes.data() + covered.size(), icrc_between(e, covered));
+  wire::store_icrc(p.bytes.data() + covered.size(), icrc_between(p.route, covered));
 }
 
 bool Device::icrc_ok(const RxPacket& rx, const wire::IbPacket& p) const {

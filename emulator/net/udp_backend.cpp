@@ -170,7 +170,7 @@ UdpBackend::~UdpBackend() = default;
 
 std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
   Slots& s = *slots_;
-  const auto routable = [&](const core::TxPacket& p) { return core::is_ipv4_mapped(p.dst_gid) == ipv4_; };
+  const auto routable = [&](const core::TxPacket& p) { return core::is_ipv4_mapped(p.route.dst) == ipv4_; };
   std::size_t done = 0;
   while (done < packets.size()) {
     if (!routable(packets[done])) {
@@ -183,15 +183,15 @@ std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
       core::TxPacket& p = packets[done + n];
       msghdr& h = s.tx_msgs[n].msg_hdr;
       h.msg_name = &s.tx_to[n];
-      h.msg_namelen = socket_address_of(p.dst_gid, kRoceV2Port, s.tx_to[n]);
+      h.msg_namelen = socket_address_of(p.route.dst, kRoceV2Port, s.tx_to[n]);
       s.tx_iov[n] = {p.bytes.data(), p.bytes.size()};
       // The GRH fields of the address vector go into the IP header. The ICRC masks them
       // (annex A17.4.2), so they change nothing the engine computed. Hop limit 0 means
       // "the default" here: the kernel refuses a TTL of 0.
       h.msg_control = s.tx_control[n].bytes;
       h.msg_controllen = 0;
-      add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TOS : IPV6_TCLASS, p.traffic_class);
-      if (p.hop_limit != 0) add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, p.hop_limit);
+      add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TOS : IPV6_TCLASS, p.route.traffic_class);
+      if (p.route.hop_limit != 0) add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, p.route.hop_limit);
     }
     const int sent = sendmmsg(fd_, s.tx_msgs.data(), n, MSG_DONTWAIT);
     if (sent > 0) {

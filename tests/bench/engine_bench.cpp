@@ -74,9 +74,9 @@ void pump(Side& a, Side& b) {
       while (auto p = from->dev->transmit(0)) {
         core::RxPacket rx;
         rx.bytes = p->bytes;
-        rx.src_gid = p->src_gid;
-        rx.dst_gid = p->dst_gid;
-        rx.src_port = p->src_port;
+        rx.src_gid = p->route.src;
+        rx.dst_gid = p->route.dst;
+        rx.src_port = p->route.src_port;
         to->dev->receive(0, rx);
         moved = true;
       }

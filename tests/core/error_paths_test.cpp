@@ -39,7 +39,7 @@ core::SendWr ud_send(Pair& p, std::uint64_t id, std::vector<core::Sge> sges, std
 }
 
 core::RxPacket rx_of(const std::vector<std::uint8_t>& bytes, const core::TxPacket& tx, bool icrc_checked) {
-  return {bytes, tx.src_gid, tx.dst_gid, tx.src_port, icrc_checked};
+  return {bytes, tx.route.src, tx.route.dst, tx.route.src_port, icrc_checked};
 }
 
 // Takes every packet `s` has to send now, without the network.
@@ -584,10 +584,10 @@ TEST_CASE("UD: the AH's traffic class, flow label and hop limit go on the packet
   post_send(p, p.a, w);
   const auto tx = p.a.dev->transmit(p.net.now);
   REQUIRE(tx);
-  CHECK(tx->dst_gid == p.b.gid());
-  CHECK(int{tx->traffic_class} == 0x28);
-  CHECK(tx->flow_label == 0x12345);
-  CHECK(int{tx->hop_limit} == 7);
+  CHECK(tx->route.dst == p.b.gid());
+  CHECK(int{tx->route.traffic_class} == 0x28);
+  CHECK(tx->route.flow_label == 0x12345);
+  CHECK(int{tx->route.hop_limit} == 7);
   post_recv(p.b, 1, 0, 40 + 64);
   p.b.dev->receive(p.net.now, rx_of(tx->bytes, *tx, false));  // its ICRC holds
   CHECK(p.b.poll(p.b.recv_cq).at(0).status == WcStatus::success);
@@ -619,8 +619,8 @@ TEST_CASE("UD: the packet leaves from the GID the AH's sgid_index names", "[core
   REQUIRE(b.dev.post_send(0, qp->qpn, w) == 0);
   const auto tx = b.dev.transmit(0);
   REQUIRE(tx);
-  CHECK(tx->src_gid == c.gids[index]);
-  CHECK(tx->dst_gid == av.dgid);
+  CHECK(tx->route.src == c.gids[index]);
+  CHECK(tx->route.dst == av.dgid);
 }
 
 // --- IPv6 GIDs ----------------------------------------------------------------------------------------

@@ -116,9 +116,9 @@ class SimNetwork {
       in_flight_.erase(in_flight_.begin());
       softrdma::core::RxPacket rx;
       rx.bytes = p.tx.bytes;
-      rx.src_gid = p.tx.src_gid;
-      rx.dst_gid = p.tx.dst_gid;
-      rx.src_port = p.tx.src_port;
+      rx.src_gid = p.tx.route.src;
+      rx.dst_gid = p.tx.route.dst;
+      rx.src_port = p.tx.route.src_port;
       ++stats[1 - p.to].delivered;
       nodes_[p.to].dev->receive(now, rx);
       moved = true;

@@ -390,12 +390,11 @@ class Timeline {
     if (!tx) return std::nullopt;
     // Addressed to the peer, well formed, with the ICRC a receiver computes from the
     // addresses the packet travels with.
-    REQUIRE(tx->dst_gid == kPeerGid);
-    REQUIRE(tx->src_gid == my_gid());
+    REQUIRE(tx->route.dst == kPeerGid);
+    REQUIRE(tx->route.src == my_gid());
     const auto checked = wire::IbPacket::check(tx->bytes);
     REQUIRE(checked.ok());
-    const core::Endpoints e{tx->src_gid, tx->dst_gid, tx->src_port, tx->traffic_class, tx->flow_label, tx->hop_limit};
-    REQUIRE(core::icrc_between(e, checked->covered()) == checked->icrc());
+    REQUIRE(core::icrc_between(tx->route, checked->covered()) == checked->icrc());
     const wire::IbRepr r = wire::IbRepr::parse(*checked);
     Pkt p;
     p.h = r;

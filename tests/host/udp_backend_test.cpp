@@ -24,9 +24,9 @@ std::unique_ptr<net::UdpBackend> open_backend(const char* ip) {
 
 core::TxPacket packet(const net::UdpBackend& from, const net::UdpBackend& to, std::uint8_t tag, std::size_t length) {
   core::TxPacket p;
-  p.src_gid = from.local_gid();
-  p.dst_gid = to.local_gid();
-  p.src_port = from.local_port();  // already the socket's port: sent as it is
+  p.route.src = from.local_gid();
+  p.route.dst = to.local_gid();
+  p.route.src_port = from.local_port();  // already the socket's port: sent as it is
   p.bytes.assign(length, tag);
   return p;
 }
@@ -87,7 +87,7 @@ TEST_CASE("a destination of the other address family is counted, not sent", "[ud
   auto a = open_backend("127.83.32.1");
   auto b = open_backend("127.83.32.2");
   std::vector<core::TxPacket> burst{packet(*a, *b, 1, 30), packet(*a, *b, 2, 30), packet(*a, *b, 3, 30)};
-  burst[1].dst_gid = core::Gid{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  burst[1].route.dst = core::Gid{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   CHECK(a->send(burst) == 3);
   CHECK(a->counters().tx_no_route == 1);
   CHECK(a->counters().tx_packets == 2);
