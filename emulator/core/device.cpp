@@ -66,20 +66,33 @@ int Device::dealloc_pd(std::uint32_t pd) {
 
 // --- memory regions and windows ---------------------------------------------------------
 
+namespace {
+
+// 0, or why an MR cannot have `acc`: unknown bits, or remote write or remote atomic without
+// local write (IBTA vol. 1 s10.6.3.1, C10-43).
+int check_mr_access(std::uint32_t acc) {
+  if (acc & ~(kLocalAccess | access::zero_based)) return EINVAL;
+  if ((acc & (access::remote_write | access::remote_atomic)) && !(acc & access::local_write)) return EINVAL;
+  return 0;
+}
+
+void translate_to(Region& r, const MrTranslation& t, std::uint32_t acc) {
+  r.iova = (acc & access::zero_based) ? 0 : t.iova;
+  r.length = t.length;
+  r.host = t.host;
+}
+
+}  // namespace
+
 Expected<MrKeys> Device::reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
                                 std::uint32_t acc) {
   Pd* p = pds_.find(pd);
   if (!p) return Expected<MrKeys>::error(EINVAL);
-  if (acc & ~(kLocalAccess | access::zero_based)) return Expected<MrKeys>::error(EINVAL);
-  // Remote write and remote atomic need local write (IBTA vol. 1 s10.6.3.1, C10-43).
-  if ((acc & (access::remote_write | access::remote_atomic)) && !(acc & access::local_write))
-    return Expected<MrKeys>::error(EINVAL);
+  if (const int err = check_mr_access(acc)) return Expected<MrKeys>::error(err);
   if (length > std::numeric_limits<std::uint64_t>::max() - iova) return Expected<MrKeys>::error(EINVAL);
   Region r;
   r.pd = pd;
-  r.iova = (acc & access::zero_based) ? 0 : iova;
-  r.length = length;
-  r.host = host;
+  translate_to(r, {host, length, iova}, acc);
   r.access = acc & kLocalAccess;
   r.valid = true;
   const auto h = regions_.insert(r);
@@ -88,6 +101,32 @@ Expected<MrKeys> Device::reg_mr(std::uint32_t pd, std::uint64_t host, std::uint6
   stored.key = *h << 8 | next_key_++;
   ++p->users;
   return MrKeys{stored.key, stored.key};
+}
+
+int Device::rereg_mr(std::uint32_t lkey, const MrChange& change) {
+  Region* r = find_region(lkey);
+  if (!r || r->kind != Region::Kind::mr) return EINVAL;
+  if (r->windows) return EBUSY;  // bound windows would outlive their translation (s10.6.7.1)
+  const std::uint32_t acc = change.access.value_or(r->access);
+  if (const int err = check_mr_access(acc)) return err;
+  if (change.translation && change.translation->length > std::numeric_limits<std::uint64_t>::max() - change.translation->iova)
+    return EINVAL;
+  Pd* to = change.pd ? pds_.find(*change.pd) : nullptr;
+  if (change.pd && !to) return EINVAL;
+  if (to) {
+    --pds_.find(r->pd)->users;
+    ++to->users;
+    r->pd = *change.pd;
+  }
+  if (change.translation) translate_to(*r, *change.translation, acc);
+  r->access = acc & kLocalAccess;
+  return 0;
+}
+
+void Device::forget_completions(std::uint32_t cq, std::uint32_t qpn) {
+  Cq* c = cqs_.find(cq);
+  if (!c) return;
+  std::erase_if(c->entries, [qpn](const Wc& wc) { return wc.qp_num == qpn; });
 }
 
 int Device::dereg_mr(std::uint32_t lkey) {
@@ -114,7 +153,10 @@ Expected<std::uint32_t> Device::alloc_mw(std::uint32_t pd, int type) {
 }
 
 int Device::dealloc_mw(std::uint32_t rkey) {
-  Region* r = find_region(rkey);
+  // The window is named by its index: binds change the key byte, and the consumer's copy of
+  // the rkey is the one it allocated unless it followed every bind (s10.6.7.2.2: the
+  // consumer chooses the new key byte, the verbs do not report it back).
+  Region* r = regions_.find(rkey >> 8);
   if (!r || r->kind == Region::Kind::mr) return EINVAL;
   if (r->valid) --regions_.find(r->parent)->windows;
   --pds_.find(r->pd)->users;
@@ -388,6 +430,11 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
     q->attr.cap = kept.cap;
     q->udp_src_port = port;
     q->counters = counters;
+    // Its completions still waiting in the CQs go too, as ConnectX and the kernel's
+    // mlx5 driver do: a QP brought back from ERR through RESET must not hand the application
+    // the flush completions of its previous life as if they were new.
+    forget_completions(init.send_cq, qpn);
+    forget_completions(init.recv_cq, qpn);
   }
   if (mask & qp_attr::rq_psn) q->epsn = attr.rq_psn & kPsnMask;
   if (mask & qp_attr::sq_psn) q->send_psn = q->una_psn = attr.sq_psn & kPsnMask;

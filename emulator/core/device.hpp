@@ -75,6 +75,21 @@ struct MrKeys {
   std::uint32_t rkey = 0;
 };
 
+// Where an MR's bytes are: the host address of its first byte, its length and the address
+// SGEs and peers use for the first byte.
+struct MrTranslation {
+  std::uint64_t host = 0;
+  std::uint64_t length = 0;
+  std::uint64_t iova = 0;
+};
+
+// What a reregistration changes; the rest stays (ibv_rereg_mr's flags).
+struct MrChange {
+  std::optional<std::uint32_t> pd = std::nullopt;
+  std::optional<MrTranslation> translation = std::nullopt;
+  std::optional<std::uint32_t> access = std::nullopt;
+};
+
 struct QpCreated {
   std::uint32_t qpn = 0;
   QpCap cap;  // what the QP actually got
@@ -96,14 +111,21 @@ class Device {
   // the first byte (ibv_reg_mr: iova == host; zero-based: iova 0).
   Expected<MrKeys> reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
                           std::uint32_t access);
+  // Reregister Memory Region (IBTA vol. 1 s11.2.8.10): a new PD, translation or access for an
+  // MR, which keeps its keys, so that peers holding the rkey go on using it. EBUSY while
+  // windows are bound to it; a failure changes nothing.
+  int rereg_mr(std::uint32_t lkey, const MrChange& change);
   int dereg_mr(std::uint32_t lkey);
 
   // Memory windows (s10.6.7): allocated unbound; type 1 bound by bind_mw(), type 2 by a
   // BIND_MW work request; both invalidated by LOCAL_INV or SEND_WITH_INV.
   Expected<std::uint32_t> alloc_mw(std::uint32_t pd, int type);  // returns the rkey
   int dealloc_mw(std::uint32_t rkey);
+  // Type 1 (ibv_bind_mw); returns the new rkey. With `signal_wr_id` a successful bind also
+  // completes on the QP's send CQ, as the signaled bind WR it stands for (s10.6.7.2).
   Expected<std::uint32_t> bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey, std::uint64_t addr,
-                                  std::uint64_t length, std::uint32_t access);  // type 1; returns the new rkey
+                                  std::uint64_t length, std::uint32_t access,
+                                  std::optional<std::uint64_t> signal_wr_id = std::nullopt);
 
   // Completion queues.
   Expected<std::uint32_t> create_cq(std::uint32_t cqe);
@@ -167,6 +189,7 @@ class Device {
   // A send WR failed: RC QPs go to ERR, UC and UD QPs to SQE (s10.3.1).
   void enter_send_error(Qp& qp);
   void flush(Qp& qp);  // both queues
+  void forget_completions(std::uint32_t cq, std::uint32_t qpn);  // drops the QP's entries from the CQ
   void flush_send(Qp& qp);
   // A new packet buffer for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in
   // by finish().

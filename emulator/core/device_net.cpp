@@ -119,7 +119,8 @@ DeviceCounters Device::counters() const {
 }
 
 Expected<std::uint32_t> Device::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
-                                        std::uint64_t addr, std::uint64_t length, std::uint32_t acc) {
+                                        std::uint64_t addr, std::uint64_t length, std::uint32_t acc,
+                                        std::optional<std::uint64_t> signal_wr_id) {
   Qp* q = find_qp(qpn);
   const Region* mw = find_region(mw_rkey);
   if (!q || !mw || mw->kind != Region::Kind::mw_type1) return Expected<std::uint32_t>::error(EINVAL);
@@ -133,6 +134,13 @@ Expected<std::uint32_t> Device::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey
   w.wr.bind_access = acc;
   Requester::execute_local(*this, *q, w);
   if (w.status != WcStatus::success) return Expected<std::uint32_t>::error(EINVAL);
+  if (signal_wr_id) {
+    Wc wc;
+    wc.wr_id = *signal_wr_id;
+    wc.opcode = WcOpcode::bind_mw;
+    wc.qp_num = q->qpn;
+    complete(q->init.send_cq, wc, false);
+  }
   return (mw_rkey & ~0xFFu) | w.wr.bind_new_rkey;
 }
 

@@ -85,7 +85,8 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
   }
   // BIND_MW (s10.6.7.2): the window takes a range of a bound-capable MR, with access no wider
   // than the MR allows, and a new rkey whose low byte the consumer chose.
-  Region* mw = d.find_region(w.wr.mw_rkey);
+  // The window is named by its index, whatever key byte it carries now (as dealloc_mw).
+  Region* mw = d.regions_.find(w.wr.mw_rkey >> 8);
   Region* mr = d.find_region(w.wr.bind_mr_lkey);
   const bool ok = mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
                   mr->pd == mw->pd &&  // the window, its MR and the QP share one PD

@@ -793,3 +793,22 @@ TEST_CASE("Timers: timeout 0 never times out", "[core][errors][timers]") {
   CHECK(p.a.dev->next_deadline() == std::nullopt);
   CHECK(state_of(p.a) == QpState::rts);
 }
+
+TEST_CASE("QP: RESET drops the QP's completions still in its CQs, and no other QP's", "[core][errors][qp]") {
+  Pair p;
+  post_recv(p.b, 1, 0, 64);
+  post_recv(p.b, 2, 64, 64);
+  core::QpAttr to;
+  to.qp_state = QpState::err;
+  REQUIRE(p.b.dev->modify_qp(p.net.now, p.b.qpn, to, core::qp_attr::state) == 0);
+  // Another QP's completion shares the CQ and must survive.
+  core::Wc other;
+  other.wr_id = 99;
+  other.qp_num = p.b.qpn + 1;
+  p.b.dev->complete(p.b.recv_cq, other, false);
+  to.qp_state = QpState::reset;
+  REQUIRE(p.b.dev->modify_qp(p.net.now, p.b.qpn, to, core::qp_attr::state) == 0);
+  const std::vector<core::Wc> left = p.b.poll(p.b.recv_cq);
+  REQUIRE(left.size() == 1);  // the two flush completions are gone
+  CHECK(left[0].wr_id == 99);
+}
