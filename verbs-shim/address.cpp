@@ -42,9 +42,4 @@ AddressChoice choose_address(const char* value) {
   return choice;
 }
 
-const AddressChoice& bound_address() {
-  static const AddressChoice choice = choose_address(std::getenv(kAddressVariable));
-  return choice;
-}
-
 }  // namespace softrdma::shim

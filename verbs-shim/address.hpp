@@ -1,8 +1,5 @@
-// The IPv4 address a softrdma device is bound to, and where it comes from.
-//
-// This slice takes it from SOFTRDMA_IP (default 127.0.0.1). The embedded host that binds the
-// first free 127.0.0.N:4791 comes later; it will replace bound_address()'s body, and every
-// caller (GID table, GUIDs, `softrdma devices`) already goes through that one call.
+// The IPv4 address a softrdma device is asked to bind: SOFTRDMA_IP, checked here; unset, the
+// embedded host takes the first free 127.0.0.N (host_link.hpp).
 #pragma once
 
 #include <array>
@@ -31,10 +28,8 @@ struct AddressChoice {
   std::string error;            // then: one line saying why, naming the variable
 };
 
-// What SOFTRDMA_IP asks for (`value` is its content, or null when unset).
+// What SOFTRDMA_IP asks for (`value` is its content, or null when unset: kDefaultAddress,
+// the address `softrdma devices` reports for a first process).
 AddressChoice choose_address(const char* value);
-
-// The device's address for this process, decided once (thread-safe) from the environment.
-const AddressChoice& bound_address();
 
 }  // namespace softrdma::shim

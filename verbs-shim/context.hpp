@@ -23,9 +23,15 @@ struct Context {
 Context& context_of(ibv_context* ctx);
 const DeviceIdentity& identity_of(ibv_context* ctx);
 
-// Queues an async event for ibv_get_async_event; 0 or an errno value. The engine's progress
-// thread will call this (port and QP events); nothing posts events in this slice.
+// Queues an async event for ibv_get_async_event; 0 or an errno value. Called from whichever
+// thread delivers the engine's events (host_link.cpp).
 int post_async_event(ibv_context* ctx, const ibv_async_event& event);
+
+// Writes a notification for `cq` to its completion channel (events.cpp).
+void notify_channel(ibv_comp_channel* channel, ibv_cq* cq);
+// Counts the CQs that report to a channel (ibv_destroy_comp_channel fails with EBUSY while any
+// does).
+void hold_channel(ibv_comp_channel* channel, int delta);
 
 // Fills ibv_context.ops and the verbs_context ops (inline_ops.cpp).
 void install_ops(verbs_context& vctx);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/host_link.hpp"
 #include "verbs-shim/shim_marker.hpp"
 
 namespace softrdma::shim {
@@ -26,7 +27,7 @@ ibv_device make_device() {
 }
 
 bool report_unusable_address() {
-  std::fprintf(stderr, "softrdma: %s; no RDMA device\n", bound_address().error.c_str());
+  std::fprintf(stderr, "softrdma: %s; no RDMA device\n", bound_device().error.c_str());
   return true;
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 struct CompChannel {
   ibv_comp_channel channel;  // first: the application holds &channel
-  int post_fd = -1;          // where the engine will write armed CQs' notifications
+  int post_fd = -1;          // where armed CQs' notifications are written
 };
 
 // Bumps an object's acknowledged-event counter and wakes a destroy waiting for it: the
@@ -30,6 +30,18 @@ void acknowledge(pthread_mutex_t& mutex, pthread_cond_t& cond, unsigned int& cou
 }
 
 }  // namespace
+
+void notify_channel(ibv_comp_channel* channel, ibv_cq* cq) {
+  // Never blocks the notifying thread; a full socket means the application has thousands
+  // of events unread, and one more would tell it nothing new.
+  ::send(reinterpret_cast<CompChannel*>(channel)->post_fd, &cq, sizeof cq, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void hold_channel(ibv_comp_channel* channel, int delta) {
+  pthread_mutex_lock(&channel->context->mutex);
+  channel->refcnt += delta;
+  pthread_mutex_unlock(&channel->context->mutex);
+}
 
 }  // namespace softrdma::shim
 
@@ -58,7 +70,10 @@ SRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 
 SRDMA_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (channel == nullptr) return EINVAL;
-  if (channel->refcnt != 0) return EBUSY;  // a CQ still reports to it
+  pthread_mutex_lock(&channel->context->mutex);
+  const bool busy = channel->refcnt != 0;  // a CQ still reports to it
+  pthread_mutex_unlock(&channel->context->mutex);
+  if (busy) return EBUSY;
   auto* cc = reinterpret_cast<CompChannel*>(channel);
   ::close(cc->channel.fd);
   ::close(cc->post_fd);

@@ -88,13 +88,4 @@ DeviceIdentity make_identity(const Ipv4& address, std::optional<Interface> iface
   return id;
 }
 
-const DeviceIdentity* device_identity() {
-  static const std::optional<DeviceIdentity> identity = []() -> std::optional<DeviceIdentity> {
-    const AddressChoice& choice = bound_address();
-    if (!choice.address) return std::nullopt;
-    return make_identity(*choice.address, find_interface(*choice.address));
-  }();
-  return identity ? &*identity : nullptr;
-}
-
 }  // namespace softrdma::shim

@@ -49,8 +49,7 @@ struct DeviceIdentity {
 // Pure: everything but the interface facts, which come in as an argument.
 DeviceIdentity make_identity(const Ipv4& address, std::optional<Interface> iface);
 
-// The identity of this process's device (bound_address(), looked up once), or null when the
-// configured address is unusable (bound_address().error says why).
+// The identity of this process's device, or null when it has none (host_link.hpp).
 const DeviceIdentity* device_identity();
 
 }  // namespace softrdma::shim

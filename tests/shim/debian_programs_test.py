@@ -96,12 +96,13 @@ def check_ibv_devinfo(softrdma):
         (r"^hca_id:\s+srdma0$", "hca_id srdma0"),
         (r"^\s+transport:\s+InfiniBand \(0\)$", "transport: InfiniBand"),
         (r"^\s+fw_ver:\s+softrdma 0\.1\.0$", "fw_ver softrdma 0.1.0"),
-        (r"^\s+node_guid:\s+0200:7fff:fe00:0001$", "node_guid from 127.0.0.1"),
+        # The first free 127.0.0.N (N is 1 unless another test's device holds .1).
+        (r"^\s+node_guid:\s+0200:7fff:fe00:00[0-9a-f]{2}$", "node_guid from 127.0.0.N"),
         (r"^\s+state:\s+PORT_ACTIVE \(4\)$", "PORT_ACTIVE"),
         (r"^\s+active_mtu:\s+(1024 \(3\)|4096 \(5\))$", "active_mtu 1024 or 4096"),
         (r"^\s+link_layer:\s+Ethernet$", "link_layer: Ethernet"),
         (r"^\s+gid_tbl_len:\s+16$", "gid_tbl_len 16"),
-        (r"^\s+GID\[\s*0\]:\s+::ffff:127\.0\.0\.1, RoCE v2$", "GID[0] ::ffff:127.0.0.1, RoCE v2"),
+        (r"^\s+GID\[\s*0\]:\s+::ffff:127\.0\.0\.\d+, RoCE v2$", "GID[0] ::ffff:127.0.0.N, RoCE v2"),
         (r"^\s+max_qp:\s+4096$", "max_qp 4096"),
         (r"^\s+atomic_cap:\s+ATOMIC_HCA", "atomic_cap ATOMIC_HCA"),
     ]:
@@ -109,9 +110,14 @@ def check_ibv_devinfo(softrdma):
     check(err == "", "nothing on stderr", err)
     no_loader_noise(err, "ibv_devinfo")
 
-    rc, out, err = run([softrdma, "run", "--ip", "10.11.12.13", "--", "ibv_devinfo", "-v"])
-    check(rc == 0 and re.search(r"GID\[\s*0\]:\s+::ffff:10\.11\.12\.13, RoCE v2", out) is not None
-          and "0200:0aff:fe0b:0c0d" in out, "--ip 10.11.12.13 moves GID 0 and the node GUID", out + err)
+    # 127.0.0.0/8 is all loopback, so any address in it can be bound here.
+    rc, out, err = run([softrdma, "run", "--ip", "127.11.12.13", "--", "ibv_devinfo", "-v"])
+    check(rc == 0 and re.search(r"GID\[\s*0\]:\s+::ffff:127\.11\.12\.13, RoCE v2", out) is not None
+          and "0200:7fff:fe0b:0c0d" in out, "--ip 127.11.12.13 moves GID 0 and the node GUID", out + err)
+    # An address no interface holds: the device cannot bind it, and says so in one line.
+    rc, out, err = run([softrdma, "run", "--ip", "10.11.12.13", "--", "ibv_devinfo"])
+    check(rc != 0 and "softrdma: cannot bind 10.11.12.13:4791" in err and len(err.strip().splitlines()) <= 2,
+          "--ip 10.11.12.13 (not local): one line saying the address cannot be bound", out + err)
     return finish()
 
 
@@ -241,15 +247,15 @@ def check_devices(softrdma):
     check(rc == 0, "softrdma devices exits 0", err)
     for pattern, what in [
         (r"^srdma0$", "the device name"),
-        (r"^\s+node GUID:\s+0200:7fff:fe00:0001$", "node GUID"),
+        (r"^\s+node GUID:\s+0200:7fff:fe00:00[0-9a-f]{2}$", "node GUID"),
         (r"^\s+port 1:\s+PORT_ACTIVE, link_layer Ethernet, active_mtu (1024|4096)", "port state, link layer, MTU"),
-        (r"^\s+GID\[0\]:\s+::ffff:127\.0\.0\.1, RoCE v2$", "GID 0"),
-        (r"^\s+bound address:\s+127\.0\.0\.1, UDP port 4791", "the bound address"),
+        (r"^\s+GID\[0\]:\s+::ffff:127\.0\.0\.\d+, RoCE v2$", "GID 0"),
+        (r"^\s+bound address:\s+127\.0\.0\.\d+, UDP port 4791", "the first free 127.0.0.N"),
     ]:
         check(re.search(pattern, out, re.M) is not None, f"softrdma devices shows {what}")
-    rc, out, err = run([softrdma, "devices", "--ip", "10.1.2.3"])
-    check(rc == 0 and "0200:0aff:fe01:0203" in out and "bound address:  10.1.2.3," in out,
-          "softrdma devices --ip 10.1.2.3", out + err)
+    rc, out, err = run([softrdma, "devices", "--ip", "127.1.2.3"])
+    check(rc == 0 and "0200:7fff:fe01:0203" in out and "bound address:  127.1.2.3," in out,
+          "softrdma devices --ip 127.1.2.3", out + err)
     return finish()
 
 

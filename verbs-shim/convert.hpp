@@ -1,0 +1,31 @@
+// Between rdma-core's structs and the engine's vocabulary (emulator/core/verbs_types.hpp).
+// Enum and flag values are the same numbers on both sides (static_asserts in convert.cpp), so
+// conversion is field by field; what differs is representation: handles for pointers, vectors
+// for (pointer, count) pairs.
+#pragma once
+
+#include "emulator/core/verbs_types.hpp"
+#include "verbs-shim/verbs_api.hpp"
+
+namespace softrdma::shim {
+
+// A send WR; 0, or EINVAL for an opcode the device does not have. Inline data (IBV_SEND_INLINE)
+// is copied out of the application's buffers here, as the verb requires: they may be reused
+// as soon as ibv_post_send returns. `ud`: the WR is for a UD QP (only then does it carry an AH).
+// `out` may be reused: its vectors keep their capacity.
+int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out);
+void to_core(const ibv_recv_wr& wr, core::RecvWr& out);
+void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out);
+
+ibv_wc to_ibv(const core::Wc& wc);
+
+core::AddressVector to_core(const ibv_ah_attr& ah);
+ibv_ah_attr to_ibv(const core::AddressVector& av);
+
+core::QpCap to_core(const ibv_qp_cap& cap);
+ibv_qp_cap to_ibv(const core::QpCap& cap);
+
+core::QpAttr to_core(const ibv_qp_attr& attr);
+ibv_qp_attr to_ibv(const core::QpAttr& attr);
+
+}  // namespace softrdma::shim

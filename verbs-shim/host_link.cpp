@@ -1,0 +1,137 @@
+#include "verbs-shim/host_link.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "verbs-shim/context.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+// The engine names objects by handle; events are routed to the ibv_* objects that wrap them.
+struct Routes {
+  std::mutex mutex;
+  std::unordered_map<std::uint32_t, ibv_cq*> cqs;
+  std::unordered_map<std::uint32_t, ibv_qp*> qps;
+  std::unordered_map<std::uint32_t, ibv_srq*> srqs;
+};
+
+Routes& routes() {
+  static Routes* r = new Routes;  // outlives static destructors, like the host
+  return *r;
+}
+
+void on_cq_event(std::uint32_t cq_handle) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  auto it = r.cqs.find(cq_handle);
+  if (it != r.cqs.end() && it->second->channel != nullptr) notify_channel(it->second->channel, it->second);
+}
+
+// The ibv_async_event for an engine event, or false when its object is gone.
+bool to_ibv(Routes& r, const core::AsyncEvent& e, ibv_async_event& out, ibv_context*& ctx) {
+  out.event_type = static_cast<ibv_event_type>(e.type);
+  switch (e.type) {
+    case core::AsyncEventType::cq_err: {
+      auto it = r.cqs.find(e.element);
+      if (it == r.cqs.end()) return false;
+      out.element.cq = it->second;
+      ctx = it->second->context;
+      return true;
+    }
+    case core::AsyncEventType::srq_err:
+    case core::AsyncEventType::srq_limit_reached: {
+      auto it = r.srqs.find(e.element);
+      if (it == r.srqs.end()) return false;
+      out.element.srq = it->second;
+      ctx = it->second->context;
+      return true;
+    }
+    case core::AsyncEventType::device_fatal:
+    case core::AsyncEventType::port_active:
+    case core::AsyncEventType::port_err:
+      return false;  // no context to name yet: the port never changes state
+    default: {
+      auto it = r.qps.find(e.element);
+      if (it == r.qps.end()) return false;
+      out.element.qp = it->second;
+      ctx = it->second->context;
+      return true;
+    }
+  }
+}
+
+void on_async_event(const core::AsyncEvent& e) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  ibv_async_event event{};
+  ibv_context* ctx = nullptr;
+  if (to_ibv(r, e, event, ctx)) post_async_event(ctx, event);
+}
+
+BoundDevice start() {
+  BoundDevice bound;
+  const char* asked = std::getenv(kAddressVariable);
+  host::HostConfig config;
+  if (asked != nullptr && *asked != '\0') {
+    AddressChoice choice = choose_address(asked);
+    if (!choice.address) {
+      bound.error = choice.error;
+      return bound;
+    }
+    config.ip = to_string(*choice.address);
+  }
+  host::HostStart started = host::EmbeddedHost::start(std::move(config));
+  if (!started.host) {
+    bound.error = started.error;
+    return bound;
+  }
+  const std::optional<Ipv4> address = parse_ipv4(started.host->address());
+  if (!address) {
+    bound.error = "the device bound " + started.host->address() + ", which is not an IPv4 address";
+    return bound;
+  }
+  bound.identity = make_identity(*address, find_interface(*address));
+  bound.host = started.host.release();  // never freed: see host_link.hpp
+  bound.host->set_event_handlers(on_cq_event, on_async_event);
+  return bound;
+}
+
+template <class Map, class T>
+void add(Map map, std::uint32_t key, T* object) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  (r.*map)[key] = object;
+}
+
+template <class Map>
+void remove(Map map, std::uint32_t key) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  (r.*map).erase(key);
+}
+
+}  // namespace
+
+const BoundDevice& bound_device() {
+  static const BoundDevice bound = start();
+  return bound;
+}
+
+const DeviceIdentity* device_identity() {
+  const BoundDevice& b = bound_device();
+  return b.host != nullptr ? &b.identity : nullptr;
+}
+
+host::EmbeddedHost& host_of() { return *bound_device().host; }
+
+void track(ibv_cq* cq) { add(&Routes::cqs, cq->handle, cq); }
+void track(ibv_qp* qp) { add(&Routes::qps, qp->qp_num, qp); }
+void track(ibv_srq* srq) { add(&Routes::srqs, srq->handle, srq); }
+void untrack(ibv_cq* cq) { remove(&Routes::cqs, cq->handle); }
+void untrack(ibv_qp* qp) { remove(&Routes::qps, qp->qp_num); }
+void untrack(ibv_srq* srq) { remove(&Routes::srqs, srq->handle); }
+
+}  // namespace softrdma::shim

@@ -1,0 +1,43 @@
+// The process's one device: the embedded host (emulator/host/) that runs the transport engine,
+// and how its events reach the application's objects.
+//
+// The host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or, unset,
+// the first free 127.0.0.N:4791 (DESIGN.md §5), so the GIDs and GUIDs the device reports are
+// those of the address it really holds. Every context opened in the process shares it, as
+// contexts opened on one NIC share the NIC. It lives until the process exits: tearing it down
+// from a static destructor would race with application threads still in verbs calls.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "emulator/host/embedded_host.hpp"
+#include "verbs-shim/identity.hpp"
+#include "verbs-shim/verbs_api.hpp"
+
+namespace softrdma::shim {
+
+struct BoundDevice {
+  host::EmbeddedHost* host = nullptr;  // null when the device could not start
+  DeviceIdentity identity;
+  std::string error;                   // then: one line saying why
+};
+
+// Started once (thread-safe).
+const BoundDevice& bound_device();
+
+// The host behind every object of a context (bound_device().host; never null once a context
+// exists, because ibv_open_device needs the device).
+host::EmbeddedHost& host_of();
+
+// Where the engine's events go: completion-channel notifications to the CQ's channel, async
+// events to the async fd of the object's context. Objects register when created and leave
+// before they are freed, so an event never reaches freed memory.
+void track(ibv_cq* cq);
+void track(ibv_qp* qp);
+void track(ibv_srq* srq);
+void untrack(ibv_cq* cq);
+void untrack(ibv_qp* qp);
+void untrack(ibv_srq* srq);
+
+}  // namespace softrdma::shim

@@ -1,0 +1,34 @@
+// The function pointers the shim installs where verbs.h's inline code calls them
+// (verbs-abi.md §3): ibv_context.ops, verbs_context's extended verbs, and the ibv_qp_ex
+// send API. inline_ops.cpp installs them; the files named here define them.
+#pragma once
+
+#include "verbs-shim/objects.hpp"
+#include "verbs-shim/verbs_api.hpp"
+
+namespace softrdma::shim {
+
+// pd_mr_verbs.cpp
+ibv_pd* alloc_parent_domain_op(ibv_context* context, ibv_parent_domain_init_attr* attr);
+ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type);
+int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+int dealloc_mw_op(ibv_mw* mw);
+
+// cq_verbs.cpp
+ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
+int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq_op(ibv_cq* cq, int solicited_only);
+
+// qp_verbs.cpp
+ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr);
+int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// srq_ah_verbs.cpp (extended SRQs, XRC or tag matching, are not offered: verbs.h sends a
+// basic SRQ to ibv_create_srq and fails the rest with EOPNOTSUPP while create_srq_ex is NULL)
+int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// qp_ex_ops.cpp: fills q.ex's wr_* pointers.
+void install_send_ops(Qp& q);
+
+}  // namespace softrdma::shim

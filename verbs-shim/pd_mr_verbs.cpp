@@ -1,0 +1,233 @@
+// Protection domains, parent domains, memory regions and memory windows: each verb is one
+// engine call (emulator/core/device.hpp), whose errno values already follow rdma-core.
+#include <new>
+
+#include "verbs-shim/context.hpp"
+#include "verbs-shim/host_link.hpp"
+#include "verbs-shim/objects.hpp"
+#include "verbs-shim/ops.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+// Access bits ibv_reg_mr may carry. IBV_ACCESS_OPTIONAL_RANGE bits (relaxed ordering) are
+// hints a device may ignore (verbs.h); the rest of the range is unknown, hence EINVAL.
+constexpr unsigned kMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED;
+
+int set_errno(int err) {
+  errno = err;
+  return err;
+}
+
+ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, unsigned access) {
+  if (pd == nullptr || (length != 0 && addr == nullptr)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  access &= ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+  if (access & ~kMrAccess) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* mr = new (std::nothrow) ibv_mr{};
+  if (mr == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const auto keys = host_of().call([&](core::Device& d, core::Time) {
+    return d.reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
+  });
+  if (!keys) {
+    delete mr;
+    errno = keys.error();
+    return nullptr;
+  }
+  mr->context = pd->context;
+  mr->pd = pd;
+  mr->addr = addr;
+  mr->length = length;
+  mr->handle = keys->lkey;
+  mr->lkey = keys->lkey;
+  mr->rkey = keys->rkey;
+  return mr;
+}
+
+}  // namespace
+
+}  // namespace softrdma::shim
+
+using namespace softrdma::shim;
+namespace core = softrdma::core;
+
+#define SRDMA_LATEST_1_1(name) SRDMA_DEFAULT_VERSION(name, "IBVERBS_1.1")
+
+SRDMA_LATEST_1_1(ibv_alloc_pd)
+ibv_pd* srdma_default_ibv_alloc_pd(ibv_context* context) {
+  if (context == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* pd = new (std::nothrow) Pd{};
+  if (pd == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const auto handle = host_of().call([](core::Device& d, core::Time) { return d.alloc_pd(); });
+  if (!handle) {
+    delete pd;
+    errno = handle.error();
+    return nullptr;
+  }
+  pd->pd.context = context;
+  pd->pd.handle = *handle;
+  return &pd->pd;
+}
+
+SRDMA_LATEST_1_1(ibv_dealloc_pd)
+int srdma_default_ibv_dealloc_pd(ibv_pd* pd) {
+  if (pd == nullptr) return set_errno(EINVAL);
+  Pd& p = pd_of(pd);
+  if (p.parent_of == nullptr) {
+    // EBUSY while an MR, MW, AH, SRQ or QP still uses it, as the kernel refuses.
+    const int err = host_of().call([&](core::Device& d, core::Time) { return d.dealloc_pd(pd->handle); });
+    if (err != 0) return set_errno(err);
+  }
+  delete &p;
+  return 0;
+}
+
+namespace softrdma::shim {
+
+// verbs_context.alloc_parent_domain (ibv_alloc_parent_domain): a domain standing for `pd`.
+ibv_pd* alloc_parent_domain_op(ibv_context* context, ibv_parent_domain_init_attr* attr) {
+  constexpr std::uint32_t kKnown = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+  if (context == nullptr || attr == nullptr || attr->pd == nullptr || (attr->comp_mask & ~kKnown) ||
+      pd_of(attr->pd).parent_of != nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (attr->td != nullptr) {  // thread domains are not offered (ibv_alloc_td fails)
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  auto* pd = new (std::nothrow) Pd{};
+  if (pd == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  pd->pd.context = context;
+  pd->pd.handle = attr->pd->handle;
+  pd->parent_of = attr->pd;
+  return &pd->pd;
+}
+
+}  // namespace softrdma::shim
+
+SRDMA_LATEST_1_1(ibv_reg_mr)
+ibv_mr* srdma_default_ibv_reg_mr(ibv_pd* pd, void* addr, std::size_t length, int access) {
+  return register_mr(pd, addr, length, reinterpret_cast<std::uint64_t>(addr), static_cast<unsigned>(access));
+}
+
+SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, int access) {
+  return register_mr(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, unsigned int access) {
+  return register_mr(pd, addr, length, iova, access);
+}
+
+// ibv_rereg_mr reports failures as enum ibv_rereg_mr_err_code (negative), errno the reason.
+// The MR keeps its keys (IBTA vol. 1 s11.2.8.10), so a peer holding the rkey keeps using it.
+SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t length, int access) {
+  constexpr int kKnown = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
+  if (mr == nullptr || flags == 0 || (flags & ~kKnown) || ((flags & IBV_REREG_MR_CHANGE_PD) && pd == nullptr) ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && length != 0 && addr == nullptr)) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  core::MrChange change;
+  if (flags & IBV_REREG_MR_CHANGE_PD) change.pd = pd_handle(pd);
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    const auto host = reinterpret_cast<std::uint64_t>(addr);
+    change.translation = core::MrTranslation{host, length, host};
+  }
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    const unsigned acc = static_cast<unsigned>(access) & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
+    if (acc & ~kMrAccess) {
+      errno = EINVAL;
+      return IBV_REREG_MR_ERR_INPUT;
+    }
+    change.access = acc;
+  }
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.rereg_mr(mr->lkey, change); });
+  if (err != 0) {
+    errno = err;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (flags & IBV_REREG_MR_CHANGE_PD) mr->pd = pd;
+  if (flags & IBV_REREG_MR_CHANGE_TRANSLATION) {
+    mr->addr = addr;
+    mr->length = length;
+  }
+  return 0;
+}
+
+SRDMA_LATEST_1_1(ibv_dereg_mr)
+int srdma_default_ibv_dereg_mr(ibv_mr* mr) {
+  if (mr == nullptr) return set_errno(EINVAL);
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.dereg_mr(mr->lkey); });
+  if (err != 0) return set_errno(err);
+  delete mr;
+  return 0;
+}
+
+namespace softrdma::shim {
+
+// ibv_context.ops.alloc_mw / bind_mw / dealloc_mw (verbs.h calls them inline).
+ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* mw = new (std::nothrow) ibv_mw{};
+  if (mw == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const auto rkey = host_of().call([&](core::Device& d, core::Time) { return d.alloc_mw(pd_handle(pd), type); });
+  if (!rkey) {
+    delete mw;
+    errno = rkey.error();
+    return nullptr;
+  }
+  mw->context = pd->context;
+  mw->pd = pd;
+  mw->rkey = mw->handle = *rkey;
+  mw->type = type;
+  return mw;
+}
+
+// Type 1 only: verbs.h's ibv_bind_mw has checked the type, and that the MR and QP share the
+// window's PD, before it calls this.
+int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
+  const ibv_mw_bind_info& info = bind->bind_info;
+  const bool signaled = (bind->send_flags & IBV_SEND_SIGNALED) || qp_of(qp).sq_sig_all;
+  const auto rkey = host_of().call([&](core::Device& d, core::Time) {
+    return d.bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr, info.length,
+                     info.mw_access_flags, signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
+  });
+  if (!rkey) return set_errno(rkey.error());
+  mw->rkey = *rkey;
+  return 0;
+}
+
+int dealloc_mw_op(ibv_mw* mw) {
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.dealloc_mw(mw->rkey); });
+  if (err != 0) return set_errno(err);
+  delete mw;
+  return 0;
+}
+
+}  // namespace softrdma::shim

@@ -1,0 +1,207 @@
+// Queue pairs: create (basic and extended), modify, query, destroy, and the inline data path
+// (ibv_post_send, ibv_post_recv, ibv_post_srq_recv through ibv_context.ops).
+#include <new>
+
+#include "verbs-shim/context.hpp"
+#include "verbs-shim/convert.hpp"
+#include "verbs-shim/host_link.hpp"
+#include "verbs-shim/objects.hpp"
+#include "verbs-shim/ops.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+// The ibv_wr_* operations the extended send API offers here: every operation of the engine.
+// TSO is for raw Ethernet QPs and ATOMIC_WRITE is an IBTA 1.5 addition the engine lacks.
+constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+                                   IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+                                   IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+                                   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+
+// Whether `attr` asks for something this device lacks (EOPNOTSUPP, so tests skip), is
+// malformed (EINVAL), or is fine (0).
+int check_create(const ibv_qp_init_attr_ex& attr) {
+  constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                   IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                                   IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if (attr.comp_mask & ~kKnown) return EINVAL;
+  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) return EOPNOTSUPP;
+  if (attr.comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
+                        IBV_QP_INIT_ATTR_RX_HASH))
+    return EOPNOTSUPP;
+  if ((attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr.create_flags != 0) return EOPNOTSUPP;
+  if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & ~kSendOps)) return EOPNOTSUPP;
+  if (!(attr.comp_mask & IBV_QP_INIT_ATTR_PD) || attr.pd == nullptr || attr.send_cq == nullptr ||
+      attr.recv_cq == nullptr)
+    return EINVAL;
+  return 0;
+}
+
+Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
+  if (const int err = check_create(attr)) {
+    errno = err;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) Qp{};
+  if (q == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  core::QpInitAttr init;
+  init.qp_type = static_cast<core::QpType>(attr.qp_type);
+  init.pd = pd_handle(attr.pd);
+  init.send_cq = attr.send_cq->handle;
+  init.recv_cq = attr.recv_cq->handle;
+  init.srq = attr.srq != nullptr ? attr.srq->handle : 0;
+  init.cap = to_core(attr.cap);
+  init.sq_sig_all = attr.sq_sig_all != 0;
+  const auto created = host_of().call([&](core::Device& d, core::Time) { return d.create_qp(init); });
+  if (!created) {
+    delete q;
+    errno = created.error();
+    return nullptr;
+  }
+  attr.cap = to_ibv(created->cap);  // what the QP got, as providers report it back
+  ibv_qp& qp = q->ex.qp_base;
+  qp.context = context;
+  qp.qp_context = attr.qp_context;
+  qp.pd = attr.pd;
+  qp.send_cq = attr.send_cq;
+  qp.recv_cq = attr.recv_cq;
+  qp.srq = attr.srq;
+  qp.handle = qp.qp_num = created->qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = attr.qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  q->sq_sig_all = init.sq_sig_all;
+  if (attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    q->send_ops_flags = attr.send_ops_flags;
+    install_send_ops(*q);
+  }
+  track(&qp);
+  return q;
+}
+
+}  // namespace
+
+// verbs_context.create_qp_ex (ibv_create_qp_ex with more than a PD).
+ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
+  if (attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Qp* q = create(context, *attr);
+  return q != nullptr ? &q->ex.qp_base : nullptr;
+}
+
+int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+  const bool ud = qp->qp_type == IBV_QPT_UD;
+  return host_of().call([&](core::Device& d, core::Time now) {
+    thread_local core::SendWr w;  // reused: its vectors keep their capacity
+    for (ibv_send_wr* it = wr; it != nullptr; it = it->next) {
+      int err = to_core(*it, ud, w);
+      if (err == 0) err = d.post_send(now, qp->qp_num, w);
+      if (err != 0) {
+        *bad_wr = it;
+        return err;
+      }
+    }
+    return 0;
+  });
+}
+
+int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  return host_of().call([&](core::Device& d, core::Time) {
+    thread_local core::RecvWr w;
+    for (ibv_recv_wr* it = wr; it != nullptr; it = it->next) {
+      to_core(*it, w);
+      if (const int err = d.post_recv(qp->qp_num, w)) {
+        *bad_wr = it;
+        return err;
+      }
+    }
+    return 0;
+  });
+}
+
+}  // namespace softrdma::shim
+
+using namespace softrdma::shim;
+namespace core = softrdma::core;
+
+#define SRDMA_LATEST_1_1(name) SRDMA_DEFAULT_VERSION(name, "IBVERBS_1.1")
+
+SRDMA_LATEST_1_1(ibv_create_qp)
+ibv_qp* srdma_default_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (pd == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_init_attr_ex ex{};
+  ex.qp_context = attr->qp_context;
+  ex.send_cq = attr->send_cq;
+  ex.recv_cq = attr->recv_cq;
+  ex.srq = attr->srq;
+  ex.cap = attr->cap;
+  ex.qp_type = attr->qp_type;
+  ex.sq_sig_all = attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  Qp* q = create(pd->context, ex);
+  if (q == nullptr) return nullptr;
+  attr->cap = ex.cap;
+  return &q->ex.qp_base;
+}
+
+SRDMA_LATEST_1_1(ibv_modify_qp)
+int srdma_default_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  if (qp == nullptr || attr == nullptr) return EINVAL;
+  const auto mask = static_cast<std::uint32_t>(attr_mask);
+  // A RoCE address is a GID: without a GRH there is nowhere to send (IBTA vol. 1 annex A16.4;
+  // the kernel refuses such an AV on RoCE ports with EINVAL too).
+  if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;
+  const core::QpAttr a = to_core(*attr);
+  const int err = host_of().call([&](core::Device& d, core::Time now) { return d.modify_qp(now, qp->qp_num, a, mask); });
+  if (err == 0 && (mask & IBV_QP_STATE)) qp->state = attr->qp_state;
+  return err;
+}
+
+SRDMA_LATEST_1_1(ibv_query_qp)
+int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
+  if (qp == nullptr || attr == nullptr || init_attr == nullptr) return EINVAL;
+  core::QpAttr a;
+  core::QpInitAttr init;
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.query_qp(qp->qp_num, a, init); });
+  if (err != 0) return err;
+  *attr = to_ibv(a);
+  attr->cap = to_ibv(init.cap);
+  *init_attr = ibv_qp_init_attr{};
+  init_attr->qp_context = qp->qp_context;
+  init_attr->send_cq = qp->send_cq;
+  init_attr->recv_cq = qp->recv_cq;
+  init_attr->srq = qp->srq;
+  init_attr->cap = to_ibv(init.cap);
+  init_attr->qp_type = qp->qp_type;
+  init_attr->sq_sig_all = init.sq_sig_all ? 1 : 0;
+  qp->state = attr->qp_state;  // the engine may have moved it (to ERR, SQE, SQD)
+  return 0;
+}
+
+SRDMA_LATEST_1_1(ibv_destroy_qp)
+int srdma_default_ibv_destroy_qp(ibv_qp* qp) {
+  if (qp == nullptr) return EINVAL;
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.destroy_qp(qp->qp_num); });
+  if (err != 0) return err;
+  untrack(qp);
+  delete &qp_of(qp);
+  return 0;
+}
+
+// Only a QP created with send_ops_flags has the extended send API (rdma-core returns NULL for
+// the others too).
+SRDMA_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (qp == nullptr || qp_of(qp).send_ops_flags == 0) return nullptr;
+  return &qp_of(qp).ex;
+}

@@ -1,0 +1,189 @@
+// Shared receive queues and address handles.
+#include <cstring>
+#include <new>
+
+#include "verbs-shim/context.hpp"
+#include "verbs-shim/convert.hpp"
+#include "verbs-shim/host_link.hpp"
+#include "verbs-shim/ops.hpp"
+
+namespace softrdma::shim {
+
+int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  return host_of().call([&](core::Device& d, core::Time) {
+    thread_local core::RecvWr w;
+    for (ibv_recv_wr* it = wr; it != nullptr; it = it->next) {
+      to_core(*it, w);
+      if (const int err = d.post_srq_recv(srq->handle, w)) {
+        *bad_wr = it;
+        return err;
+      }
+    }
+    return 0;
+  });
+}
+
+namespace {
+
+// The GIDs a received packet's "GRH" names (IBTA vol. 1 annex A17.4.5.1): for RoCEv2 over IPv4
+// the 40 bytes hold 20 unused bytes and then the IPv4 header, whose addresses map to GIDs
+// ::ffff:a.b.c.d; over IPv6 they are the IPv6 header, a GRH in all but name.
+struct GrhGids {
+  Gid source{};
+  Gid destination{};
+  std::uint32_t flow_label = 0;
+  std::uint8_t traffic_class = 0;
+};
+
+GrhGids gids_of(const ibv_grh& grh) {
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(&grh);
+  GrhGids out;
+  if ((bytes[20] >> 4) == 4) {
+    out.source[10] = out.source[11] = out.destination[10] = out.destination[11] = 0xff;
+    std::memcpy(out.source.data() + 12, bytes + 20 + 12, 4);
+    std::memcpy(out.destination.data() + 12, bytes + 20 + 16, 4);
+    out.traffic_class = bytes[21];
+  } else {
+    std::memcpy(out.source.data(), grh.sgid.raw, 16);
+    std::memcpy(out.destination.data(), grh.dgid.raw, 16);
+    const std::uint32_t word = be32toh(grh.version_tclass_flow);
+    out.traffic_class = static_cast<std::uint8_t>(word >> 20);
+    out.flow_label = word & 0xfffff;
+  }
+  return out;
+}
+
+}  // namespace
+
+}  // namespace softrdma::shim
+
+using namespace softrdma::shim;
+namespace core = softrdma::core;
+
+#define SRDMA_LATEST_1_1(name) SRDMA_DEFAULT_VERSION(name, "IBVERBS_1.1")
+
+SRDMA_LATEST_1_1(ibv_create_srq)
+ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (pd == nullptr || attr == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* srq = new (std::nothrow) ibv_srq{};
+  if (srq == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const auto handle = host_of().call([&](core::Device& d, core::Time) {
+    return d.create_srq(pd_handle(pd), attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+  });
+  if (!handle) {
+    delete srq;
+    errno = handle.error();
+    return nullptr;
+  }
+  srq->context = pd->context;
+  srq->srq_context = attr->srq_context;
+  srq->pd = pd;
+  srq->handle = *handle;
+  pthread_mutex_init(&srq->mutex, nullptr);
+  pthread_cond_init(&srq->cond, nullptr);
+  track(srq);
+  return srq;
+}
+
+SRDMA_LATEST_1_1(ibv_modify_srq)
+int srdma_default_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (srq == nullptr || attr == nullptr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
+  return host_of().call([&](core::Device& d, core::Time) {
+    return d.modify_srq(srq->handle, attr->max_wr, attr->srq_limit, mask & IBV_SRQ_MAX_WR, mask & IBV_SRQ_LIMIT);
+  });
+}
+
+SRDMA_LATEST_1_1(ibv_query_srq)
+int srdma_default_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  if (srq == nullptr || attr == nullptr) return EINVAL;
+  return host_of().call([&](core::Device& d, core::Time) {
+    return d.query_srq(srq->handle, attr->max_wr, attr->max_sge, attr->srq_limit);
+  });
+}
+
+SRDMA_LATEST_1_1(ibv_destroy_srq)
+int srdma_default_ibv_destroy_srq(ibv_srq* srq) {
+  if (srq == nullptr) return EINVAL;
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.destroy_srq(srq->handle); });
+  if (err != 0) return err;  // EBUSY while a QP uses it
+  untrack(srq);
+  delete srq;
+  return 0;
+}
+
+SRDMA_LATEST_1_1(ibv_create_ah)
+ibv_ah* srdma_default_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  // RoCE addresses are GIDs: an AH without a GRH names no one (the kernel refuses it too).
+  if (pd == nullptr || attr == nullptr || !attr->is_global) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* ah = new (std::nothrow) ibv_ah{};
+  if (ah == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const core::AddressVector av = to_core(*attr);
+  const auto handle = host_of().call([&](core::Device& d, core::Time) { return d.create_ah(pd_handle(pd), av); });
+  if (!handle) {
+    delete ah;
+    errno = handle.error();
+    return nullptr;
+  }
+  ah->context = pd->context;
+  ah->pd = pd;
+  ah->handle = *handle;
+  return ah;
+}
+
+SRDMA_LATEST_1_1(ibv_destroy_ah)
+int srdma_default_ibv_destroy_ah(ibv_ah* ah) {
+  if (ah == nullptr) return EINVAL;
+  const int err = host_of().call([&](core::Device& d, core::Time) { return d.destroy_ah(ah->handle); });
+  if (err != 0) return err;
+  delete ah;
+  return 0;
+}
+
+// The address that answers a received UD message: back to its source GID, from the local GID
+// it was sent to (ibv_init_ah_from_wc(3)).
+SRDMA_EXPORT int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                                     ibv_ah_attr* ah_attr) {
+  if (context == nullptr || wc == nullptr || ah_attr == nullptr || port_num != 1 || grh == nullptr ||
+      !(wc->wc_flags & IBV_WC_GRH)) {
+    errno = EINVAL;
+    return -1;
+  }
+  const GrhGids gids = gids_of(*grh);
+  const DeviceIdentity& id = identity_of(context);
+  int index = -1;
+  for (int i = 0; i < kGidTableLength; ++i) {
+    if (id.gids[static_cast<std::size_t>(i)] == gids.destination) index = i;
+  }
+  if (index < 0) {
+    errno = ENOENT;  // the packet was not sent to one of this port's GIDs
+    return -1;
+  }
+  *ah_attr = ibv_ah_attr{};
+  std::memcpy(ah_attr->grh.dgid.raw, gids.source.data(), 16);
+  ah_attr->grh.sgid_index = static_cast<std::uint8_t>(index);
+  ah_attr->grh.flow_label = gids.flow_label;
+  ah_attr->grh.hop_limit = 0xff;  // one answer crosses as many routers as it must
+  ah_attr->grh.traffic_class = gids.traffic_class;
+  ah_attr->is_global = 1;
+  ah_attr->sl = wc->sl;
+  ah_attr->port_num = port_num;
+  return 0;
+}
+
+SRDMA_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, std::uint8_t port_num) {
+  ibv_ah_attr attr;
+  if (pd == nullptr || ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
+  return srdma_default_ibv_create_ah(pd, &attr);
+}
