@@ -167,18 +167,15 @@ ibv_qp_cap to_ibv(const core::QpCap& cap) {
   return {cap.max_send_wr, cap.max_recv_wr, cap.max_send_sge, cap.max_recv_sge, cap.max_inline_data};
 }
 
-core::QpAttr to_core(const ibv_qp_attr& a) {
-  core::QpAttr out;
-  out.qp_state = static_cast<core::QpState>(a.qp_state);
-  out.cur_qp_state = static_cast<core::QpState>(a.cur_qp_state);
-  out.path_mtu = static_cast<core::Mtu>(a.path_mtu);
+namespace {
+
+// The QP attributes that have the same name and meaning in ibv_qp_attr and core::QpAttr.
+template <class From, class To>
+void copy_same_named(const From& a, To& out) {
   out.qkey = a.qkey;
   out.rq_psn = a.rq_psn;
   out.sq_psn = a.sq_psn;
   out.dest_qp_num = a.dest_qp_num;
-  out.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
-  out.cap = to_core(a.cap);
-  out.ah_attr = to_core(a.ah_attr);
   out.pkey_index = a.pkey_index;
   out.en_sqd_async_notify = a.en_sqd_async_notify;
   out.max_rd_atomic = a.max_rd_atomic;
@@ -188,32 +185,33 @@ core::QpAttr to_core(const ibv_qp_attr& a) {
   out.timeout = a.timeout;
   out.retry_cnt = a.retry_cnt;
   out.rnr_retry = a.rnr_retry;
+}
+
+}  // namespace
+
+core::QpAttr to_core(const ibv_qp_attr& a) {
+  core::QpAttr out;
+  copy_same_named(a, out);
+  out.qp_state = static_cast<core::QpState>(a.qp_state);
+  out.cur_qp_state = static_cast<core::QpState>(a.cur_qp_state);
+  out.path_mtu = static_cast<core::Mtu>(a.path_mtu);
+  out.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
+  out.cap = to_core(a.cap);
+  out.ah_attr = to_core(a.ah_attr);
   return out;
 }
 
 ibv_qp_attr to_ibv(const core::QpAttr& a) {
   ibv_qp_attr out{};
+  copy_same_named(a, out);
   out.qp_state = static_cast<ibv_qp_state>(a.qp_state);
   out.cur_qp_state = static_cast<ibv_qp_state>(a.cur_qp_state);
   out.path_mtu = static_cast<ibv_mtu>(a.path_mtu);
   out.path_mig_state = IBV_MIG_MIGRATED;  // no alternate path (s17.2.8)
-  out.qkey = a.qkey;
-  out.rq_psn = a.rq_psn;
-  out.sq_psn = a.sq_psn;
-  out.dest_qp_num = a.dest_qp_num;
   out.qp_access_flags = static_cast<unsigned>(a.qp_access_flags);
   out.cap = to_ibv(a.cap);
   out.ah_attr = to_ibv(a.ah_attr);
-  out.pkey_index = a.pkey_index;
-  out.en_sqd_async_notify = a.en_sqd_async_notify;
   out.sq_draining = a.sq_draining ? 1 : 0;
-  out.max_rd_atomic = a.max_rd_atomic;
-  out.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  out.min_rnr_timer = a.min_rnr_timer;
-  out.port_num = a.port_num;
-  out.timeout = a.timeout;
-  out.retry_cnt = a.retry_cnt;
-  out.rnr_retry = a.rnr_retry;
   return out;
 }
 

@@ -17,6 +17,21 @@ int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out);
 void to_core(const ibv_recv_wr& wr, core::RecvWr& out);
 void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out);
 
+// Hands each WR of an ibv_post_recv / ibv_post_srq_recv chain to `post(RecvWr)` (a call into
+// the engine returning 0 or an errno); at the first failure, *bad_wr names that WR.
+template <class Post>
+int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post&& post) {
+  thread_local core::RecvWr w;  // reused: its vector keeps its capacity
+  for (ibv_recv_wr* it = wr; it != nullptr; it = it->next) {
+    to_core(*it, w);
+    if (const int err = post(w)) {
+      *bad_wr = it;
+      return err;
+    }
+  }
+  return 0;
+}
+
 ibv_wc to_ibv(const core::Wc& wc);
 
 core::AddressVector to_core(const ibv_ah_attr& ah);

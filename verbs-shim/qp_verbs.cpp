@@ -114,15 +114,7 @@ int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return host_of().call([&](core::Device& d, core::Time) {
-    thread_local core::RecvWr w;
-    for (ibv_recv_wr* it = wr; it != nullptr; it = it->next) {
-      to_core(*it, w);
-      if (const int err = d.post_recv(qp->qp_num, w)) {
-        *bad_wr = it;
-        return err;
-      }
-    }
-    return 0;
+    return post_recv_chain(wr, bad_wr, [&](const core::RecvWr& w) { return d.post_recv(qp->qp_num, w); });
   });
 }
 
