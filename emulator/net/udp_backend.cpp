@@ -108,6 +108,11 @@ int configure(int fd, bool ipv4, const char*& what) {
       return err;
     }
   }
+  // net.core.rmem_max (208 KiB by default) caps SO_RCVBUF, and a burst that overflows it is
+  // lost: RC retransmits it, but UC and UD lose whole messages. With CAP_NET_ADMIN the
+  // buffers can pass the cap; without it (EPERM) the capped sizes stand.
+  set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, UdpBackend::kSocketBufferBytes);
+  set_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, UdpBackend::kSocketBufferBytes);
   return 0;
 }
 
