@@ -1,6 +1,5 @@
 #include "verbs-shim/host_link.hpp"
 
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -73,24 +72,22 @@ void on_async_event(const core::AsyncEvent& e) {
 
 BoundDevice start() {
   BoundDevice bound;
-  const char* asked = std::getenv(kAddressVariable);
-  host::HostConfig config;
-  if (asked != nullptr && *asked != '\0') {
-    AddressChoice choice = choose_address(asked);
-    if (!choice.address) {
-      bound.error = choice.error;
-      return bound;
-    }
-    config.ip = to_string(*choice.address);
+  const AddressChoice choice = choose_address(environment_request());
+  if (!choice.ok()) {
+    bound.error = choice.error;
+    return bound;
   }
+  host::HostConfig config;
+  if (choice.address) config.ip = to_string(*choice.address);
   host::HostStart started = host::EmbeddedHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;
     return bound;
   }
-  const std::optional<Ipv4> address = parse_ipv4(started.host->address());
+  // The identity is that of the address the socket holds, which the host reports as text.
+  const std::optional<IpAddress> address = parse_address(started.host->address());
   if (!address) {
-    bound.error = "the device bound " + started.host->address() + ", which is not an IPv4 address";
+    bound.error = "the device bound " + started.host->address() + ", which is not an IP address";
     return bound;
   }
   bound.identity = make_identity(*address, find_interface(*address));

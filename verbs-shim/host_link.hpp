@@ -1,11 +1,12 @@
 // The process's one device: the embedded host (emulator/host/) that runs the transport engine,
 // and how its events reach the application's objects.
 //
-// The host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or, unset,
-// the first free 127.0.0.N:4791 (DESIGN.md §5), so the GIDs and GUIDs the device reports are
-// those of the address it really holds. Every context opened in the process shares it, as
-// contexts opened on one NIC share the NIC. It lives until the process exits: tearing it down
-// from a static destructor would race with application threads still in verbs calls.
+// The host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or
+// SOFTRDMA_NETDEV's address (address.hpp) or, neither set, the first free 127.0.0.N:4791
+// (DESIGN.md §5), so the GIDs and GUIDs the device reports are those of the address it really
+// holds. Every context opened in the process shares it, as contexts opened on one NIC share
+// the NIC. It lives until the process exits: tearing it down from a static destructor would
+// race with application threads still in verbs calls.
 #pragma once
 
 #include <cstdint>

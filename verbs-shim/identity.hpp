@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "verbs-shim/address.hpp"
 
@@ -17,13 +18,18 @@ inline constexpr int kGidTableLength = 16;  // DeviceLimits::gid_table_len in em
 using Gid = std::array<std::uint8_t, 16>;
 using Guid = std::array<std::uint8_t, 8>;  // big-endian, as ibv_get_device_guid returns it
 
-// The RoCEv2 GID of an IPv4 address is its IPv4-mapped IPv6 address, ::ffff:a.b.c.d.
-Gid roce_v2_gid(const Ipv4& address);
+// The RoCEv2 GID of an address: for IPv4 the IPv4-mapped ::ffff:a.b.c.d, for IPv6 the
+// address itself (IBTA annex A17.4.5.1); IpAddress already holds that form.
+Gid roce_v2_gid(const IpAddress& address);
 
-// Node GUID: the EUI-64 of the locally administered MAC 02:00:a:b:c:d (FF:FE inserted in the
-// middle, no bit flipping: IB GUIDs are EUI-64s, not IPv6 interface ids). 127.0.0.1 gives
-// 0200:7fff:fe00:0001. The 0x02 bit keeps it out of every vendor's IEEE-assigned range.
-Guid node_guid(const Ipv4& address);
+// Node GUID: the EUI-64 of a locally administered MAC (FF:FE inserted in the middle, no bit
+// flipping: IB GUIDs are EUI-64s, not IPv6 interface ids).
+// - IPv4 a.b.c.d: the MAC 02:00:a:b:c:d. 127.0.0.1 gives 0200:7fff:fe00:0001.
+// - IPv6: the MAC made of the address's low 48 bits, with the locally administered bit (0x02)
+//   set and the group bit (0x01) cleared in its first octet. fd53:7264:6d61::1 gives
+//   0200:00ff:fe00:0001 and ::2 0200:00ff:fe00:0002: hosts numbered within one prefix differ.
+// The 0x02 bit keeps it out of every vendor's IEEE-assigned range.
+Guid node_guid(const IpAddress& address);
 
 // The interface that holds the address, if any: its index (GID entries report it as
 // ndev_ifindex) and its MTU.
@@ -31,23 +37,30 @@ struct Interface {
   int index = 0;
   unsigned mtu = 0;
 };
-std::optional<Interface> find_interface(const Ipv4& address);
+// An exact address match wins; otherwise an interface whose prefix contains the address
+// (127.0.0.5 belongs to lo's 127.0.0.0/8 although only 127.0.0.1 is listed). Null for none.
+const LocalInterface* interface_holding(const IpAddress& address, const std::vector<LocalInterface>& interfaces);
+std::optional<Interface> find_interface(const IpAddress& address);  // among this machine's
 
-// Largest IB MTU (256..4096) whose RoCEv2 packets fit an IP MTU of `ip_mtu` bytes: IPv4 20 +
-// UDP 8 + BTH 12 + the largest extended headers 28 (AtomicETH) + ICRC 4 around the payload.
-// 1500 gives 1024 and loopback's 65536 gives 4096, as rxe reports. Unknown (0) gives 1024.
-unsigned ib_mtu_bytes_for(unsigned ip_mtu);
+// Largest IB MTU (256..4096) whose RoCEv2 packets fit an IP MTU of `ip_mtu` bytes: the IP
+// header (IPv4 20, IPv6 40) + UDP 8 + BTH 12 + the largest extended headers 28 (AtomicETH) +
+// ICRC 4 around the payload. 1500 gives 1024 and loopback's 65536 gives 4096, as rxe reports;
+// IPv6 needs 20 bytes more (4096 + 72 gives 4096 over IPv4, 2048 over IPv6). Unknown (0)
+// gives 1024.
+unsigned ib_mtu_bytes_for(unsigned ip_mtu, bool ipv4);
 
 struct DeviceIdentity {
-  Ipv4 address;
+  IpAddress address;
   Guid guid{};
   std::array<Gid, kGidTableLength> gids{};  // all-zero entries are empty
   unsigned active_mtu_bytes = 1024;
   int ifindex = 0;  // 0 when no local interface holds the address
 };
 
-// Pure: everything but the interface facts, which come in as an argument.
-DeviceIdentity make_identity(const Ipv4& address, std::optional<Interface> iface);
+// Pure: everything but the interface facts, which come in as an argument. The GID table
+// holds exactly the bound address, at index 0: the device has one socket on one address, and
+// a GID it could not receive on would only mislead.
+DeviceIdentity make_identity(const IpAddress& address, std::optional<Interface> iface);
 
 // The identity of this process's device, or null when it has none (host_link.hpp).
 const DeviceIdentity* device_identity();

@@ -1,6 +1,7 @@
 // Shared receive queues and address handles.
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/convert.hpp"
@@ -18,8 +19,10 @@ int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 namespace {
 
 // The GIDs a received packet's "GRH" names (IBTA vol. 1 annex A17.4.5.1): for RoCEv2 over IPv4
-// the 40 bytes hold 20 unused bytes and then the IPv4 header, whose addresses map to GIDs
-// ::ffff:a.b.c.d; over IPv6 they are the IPv6 header, a GRH in all but name.
+// the 40 bytes hold 20 zero bytes and then the IPv4 header, whose addresses map to GIDs
+// ::ffff:a.b.c.d; over IPv6 they are the IPv6 header, a GRH in all but name. The version
+// nibble of byte 0 tells them apart, as rdma-core decides: the IPv4 layout has 0 there. (Byte
+// 20 cannot: over IPv6 it is inside the source address.)
 struct GrhGids {
   Gid source{};
   Gid destination{};
@@ -27,20 +30,22 @@ struct GrhGids {
   std::uint8_t traffic_class = 0;
 };
 
-GrhGids gids_of(const ibv_grh& grh) {
+std::optional<GrhGids> gids_of(const ibv_grh& grh) {
   const auto* bytes = reinterpret_cast<const std::uint8_t*>(&grh);
   GrhGids out;
-  if ((bytes[20] >> 4) == 4) {
-    out.source[10] = out.source[11] = out.destination[10] = out.destination[11] = 0xff;
-    std::memcpy(out.source.data() + 12, bytes + 20 + 12, 4);
-    std::memcpy(out.destination.data() + 12, bytes + 20 + 16, 4);
-    out.traffic_class = bytes[21];
-  } else {
+  if ((bytes[0] >> 4) == 6) {
     std::memcpy(out.source.data(), grh.sgid.raw, 16);
     std::memcpy(out.destination.data(), grh.dgid.raw, 16);
     const std::uint32_t word = be32toh(grh.version_tclass_flow);
     out.traffic_class = static_cast<std::uint8_t>(word >> 20);
     out.flow_label = word & 0xfffff;
+  } else if ((bytes[20] >> 4) == 4) {
+    out.source[10] = out.source[11] = out.destination[10] = out.destination[11] = 0xff;
+    std::memcpy(out.source.data() + 12, bytes + 20 + 12, 4);
+    std::memcpy(out.destination.data() + 12, bytes + 20 + 16, 4);
+    out.traffic_class = bytes[21];
+  } else {
+    return std::nullopt;
   }
   return out;
 }
@@ -152,22 +157,26 @@ SRDMA_EXPORT int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num
     errno = EINVAL;
     return -1;
   }
-  const GrhGids gids = gids_of(*grh);
+  const std::optional<GrhGids> gids = gids_of(*grh);
+  if (!gids) {
+    errno = EPROTONOSUPPORT;  // neither header: rdma-core's answer too
+    return -1;
+  }
   const DeviceIdentity& id = identity_of(context);
   int index = -1;
   for (int i = 0; i < kGidTableLength; ++i) {
-    if (id.gids[static_cast<std::size_t>(i)] == gids.destination) index = i;
+    if (id.gids[static_cast<std::size_t>(i)] == gids->destination) index = i;
   }
   if (index < 0) {
     errno = ENOENT;  // the packet was not sent to one of this port's GIDs
     return -1;
   }
   *ah_attr = ibv_ah_attr{};
-  std::memcpy(ah_attr->grh.dgid.raw, gids.source.data(), 16);
+  std::memcpy(ah_attr->grh.dgid.raw, gids->source.data(), 16);
   ah_attr->grh.sgid_index = static_cast<std::uint8_t>(index);
-  ah_attr->grh.flow_label = gids.flow_label;
+  ah_attr->grh.flow_label = gids->flow_label;
   ah_attr->grh.hop_limit = 0xff;  // one answer crosses as many routers as it must
-  ah_attr->grh.traffic_class = gids.traffic_class;
+  ah_attr->grh.traffic_class = gids->traffic_class;
   ah_attr->is_global = 1;
   ah_attr->sl = wc->sl;
   ah_attr->port_num = port_num;

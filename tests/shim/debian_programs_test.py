@@ -5,14 +5,19 @@ usage: debian_programs_test.py CHECK SOFTRDMA [ARGS...]
 
 Each CHECK is one ctest. A check whose Debian program is not installed exits 77 (ctest's
 SKIP_RETURN_CODE) after saying which package provides it. Every program runs with a timeout.
+The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
+whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2 (in_netns.sh exits 77
+where namespaces cannot be made).
 """
 
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 
 SKIP = 77
 REAL_LIBIBVERBS = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
@@ -81,7 +86,8 @@ def check_ibv_devices(softrdma):
     rc, out, err = run([softrdma, "run", "--", "ibv_devices"])
     print(out + err)
     check(rc == 0, "ibv_devices exits 0")
-    check(re.search(r"^\s+srdma0\s+02007ffffe000001$", out, re.M) is not None, "ibv_devices lists srdma0 with its GUID")
+    # The GUID of the first free 127.0.0.N (another test's device may hold .1).
+    check(re.search(r"^\s+srdma0\s+02007ffffe0000[0-9a-f]{2}$", out, re.M) is not None, "ibv_devices lists srdma0 with its GUID")
     check(err == "", "nothing on stderr", err)
     no_loader_noise(err, "ibv_devices")
     return finish()
@@ -202,10 +208,24 @@ def one_line_error(argv, want_rc, want_text, what, env=None):
 def check_run_errors(softrdma, cc):
     one_line_error([softrdma, "run", "--", "softrdma-no-such-program"], 127, "command not found", "program not found")
     one_line_error([softrdma, "run"], 2, "missing PROGRAM", "no program")
-    one_line_error([softrdma, "run", "--ip", "10.0.0", "--", "true"], 2, "not an IPv4 address", "bad --ip")
+    one_line_error([softrdma, "run", "--ip", "10.0.0", "--", "true"], 2, "--ip '10.0.0' is not an IPv4 or IPv6 address",
+                   "bad --ip")
     one_line_error([softrdma, "run", "--", "true"], 2, "SOFTRDMA_IP='not-an-ip'", "bad SOFTRDMA_IP",
                    env=clean_env(SOFTRDMA_IP="not-an-ip"))
-    one_line_error([softrdma, "devices", "--ip", "1.2.3.4.5"], 2, "not an IPv4 address", "devices: bad --ip")
+    one_line_error([softrdma, "devices", "--ip", "1.2.3.4.5"], 2, "not an IPv4 or IPv6 address", "devices: bad --ip")
+    one_line_error([softrdma, "run", "--ip", "fe80::1", "--", "true"], 2, "--ip 'fe80::1' is a link-local IPv6 address",
+                   "link-local --ip")
+    one_line_error([softrdma, "run", "--ip", "ff02::1", "--", "true"], 2, "is not a unicast IPv6 address",
+                   "multicast --ip")
+    one_line_error([softrdma, "run", "--netdev", "softrdma-nope", "--", "true"], 2,
+                   "--netdev 'softrdma-nope': no such network interface", "unknown --netdev")
+    one_line_error([softrdma, "run", "--netdev"], 2, "--netdev needs an interface name", "--netdev without a name")
+    one_line_error([softrdma, "run", "--ip", "127.0.0.1", "--netdev", "lo", "--", "true"], 2,
+                   "--ip and --netdev are both set", "--ip with --netdev")
+    one_line_error([softrdma, "devices"], 2, "SOFTRDMA_IP and SOFTRDMA_NETDEV are both set", "both variables",
+                   env=clean_env(SOFTRDMA_IP="127.0.0.1", SOFTRDMA_NETDEV="lo"))
+    one_line_error([softrdma, "devices", "--netdev", "softrdma-nope"], 2, "no such network interface",
+                   "devices: unknown --netdev")
     with tempfile.TemporaryDirectory() as empty:
         one_line_error([softrdma, "run", "--", "true"], 1, "libibverbs.so.1 was not found", "library missing",
                        env=clean_env(SOFTRDMA_LIB_DIR=empty))
@@ -235,6 +255,13 @@ def check_run_errors(softrdma, cc):
     first, _, rest = out.strip().partition(":")
     check(os.path.exists(os.path.join(first, "libibverbs.so.1")) and rest == "/opt/keep|10.0.0.9",
           "LD_LIBRARY_PATH starts with the shim's folder and keeps the old value; --ip sets SOFTRDMA_IP", out)
+    # A flag replaces both inherited address variables.
+    show = 'echo "$SOFTRDMA_IP|${SOFTRDMA_NETDEV-unset}"'
+    rc, out, err = run([softrdma, "run", "--ip", "fd00::9", "--", "sh", "-c", show], env=clean_env(SOFTRDMA_NETDEV="lo"))
+    check(rc == 0 and out == "fd00::9|unset\n", "--ip fd00::9 sets SOFTRDMA_IP and drops an inherited SOFTRDMA_NETDEV",
+          out + err)
+    rc, out, err = run([softrdma, "run", "--netdev", "lo", "--", "sh", "-c", show], env=clean_env(SOFTRDMA_IP="10.0.0.9"))
+    check(rc == 0 and out == "|lo\n", "--netdev lo sets SOFTRDMA_NETDEV and drops an inherited SOFTRDMA_IP", out + err)
     for cmd in (["run", "--help"], ["devices", "--help"]):
         rc, out, _ = run([softrdma] + cmd)
         check(rc == 0 and out.startswith("usage: softrdma " + cmd[0]), f"softrdma {' '.join(cmd)}")
@@ -259,6 +286,148 @@ def check_devices(softrdma):
     return finish()
 
 
+# ---------------------------------------------------------------------------------------------
+# Inside in_netns.sh: IPv6 addresses and --netdev.
+
+NETNS_V6 = ("fd53:7264:6d61::1", "fd53:7264:6d61::2")  # on the namespace's lo (in_netns.sh)
+PINGPONG_LINES = [r"^\d+ bytes in \d+\.\d+ seconds = ", r"^\d+ iters in \d+\.\d+ seconds = "]
+BAD_LINE = re.compile(r"^.*(couldn't|failed|\berror\b|unable to|invalid data).*$", re.I | re.M)
+
+
+def need_netns():
+    """The checks below change interfaces: only inside the namespace in_netns.sh makes."""
+    rc, out, _ = run(["ip", "-6", "addr", "show", "dev", "lo"])
+    if rc != 0 or NETNS_V6[0] not in out:
+        print(f"SKIPPED: {NETNS_V6[0]} is not on lo: run this check through tests/host/in_netns.sh")
+        sys.exit(SKIP)
+
+
+def listening(port):
+    """Whether a TCP socket of this namespace listens on PORT."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                cols = row.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+    return False
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_pair(softrdma, program, server_ip, client_ip, args):
+    """PROGRAM as server on SERVER_IP and client on CLIENT_IP (`softrdma run --ip`); the client
+    starts once the server listens. Returns ((rc, out, err) of the server, same of the client)."""
+    port = free_port()
+    common = [program, "-d", "srdma0", "-g", "0", "-p", str(port)] + args
+    server = subprocess.Popen([softrdma, "run", "--ip", server_ip, "--"] + common, env=clean_env(),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        until = time.monotonic() + 20
+        while server.poll() is None and not listening(port) and time.monotonic() < until:
+            time.sleep(0.05)
+        # The examples' server listens on the first passive address getaddrinfo gives, 0.0.0.0,
+        # so the out-of-band exchange of QPNs and GIDs goes through 127.0.0.1; the RDMA traffic
+        # goes between the GIDs.
+        client = run([softrdma, "run", "--ip", client_ip, "--"] + common + ["127.0.0.1"])
+        out, err = server.communicate(timeout=TIMEOUT)
+        return (server.returncode, out, err), client
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def check_pair(softrdma, program, args, what):
+    server, client = run_pair(softrdma, program, NETNS_V6[0], NETNS_V6[1], args)
+    for (rc, out, err), role, peer in ((server, "server", NETNS_V6[1]), (client, "client", NETNS_V6[0])):
+        report = f"{role}: exit {rc}\n{out}{err}"
+        check(rc == 0, f"{what}: the {role} exits 0", report)
+        check(re.search(rf"remote address: .*GID {re.escape(peer)}$", out, re.M) is not None,
+              f"{what}: the {role}'s peer GID is {peer}", report)
+        for pattern in PINGPONG_LINES:
+            check(re.search(pattern, out, re.M) is not None, f"{what}: the {role} prints {pattern!r}", report)
+        check(BAD_LINE.search(out + err) is None, f"{what}: the {role} reports no error", report)
+
+
+def check_ipv6(softrdma):
+    need("/usr/bin/ibv_devinfo", "ibverbs-utils")
+    need_netns()
+    rc, out, err = run([softrdma, "run", "--ip", NETNS_V6[0], "--", "ibv_devinfo", "-v"])
+    print(out + err)
+    check(rc == 0 and err == "", "ibv_devinfo -v on fd53:7264:6d61::1 exits 0, nothing on stderr", err)
+    for pattern, what in [
+        (r"^\s+GID\[\s*0\]:\s+fd53:7264:6d61::1, RoCE v2$", "GID[0] fd53:7264:6d61::1, RoCE v2"),
+        (r"^\s+node_guid:\s+0200:00ff:fe00:0001$", "node_guid from the low 48 bits"),
+        (r"^\s+active_mtu:\s+4096 \(5\)$", "active_mtu 4096 (lo)"),
+        (r"^\s+state:\s+PORT_ACTIVE \(4\)$", "PORT_ACTIVE"),
+    ]:
+        check(re.search(pattern, out, re.M) is not None, f"ibv_devinfo -v shows {what}")
+    check(re.search(r"GID\[\s*1\]", out) is None, "the GID table holds exactly the bound address")
+    rc, out, err = run([softrdma, "devices", "--ip", NETNS_V6[1]])
+    check(rc == 0 and f"bound address:  {NETNS_V6[1]}, UDP port 4791 (RoCEv2)" in out
+          and "node GUID:      0200:00ff:fe00:0002" in out, "softrdma devices --ip fd53:7264:6d61::2", out + err)
+    rc, out, err = run([softrdma, "devices"], env=clean_env(SOFTRDMA_IP="::ffff:127.0.0.5"))
+    check(rc == 0 and "GID[0]:         ::ffff:127.0.0.5, RoCE v2" in out and "bound address:  127.0.0.5," in out,
+          "SOFTRDMA_IP=::ffff:127.0.0.5 is the IPv4 address 127.0.0.5", out + err)
+    rc, out, err = run([softrdma, "run", "--ip", "fd53:7264:6d61::99", "--", "ibv_devinfo"])
+    check(rc != 0 and "softrdma: cannot bind [fd53:7264:6d61::99]:4791" in err and len(err.strip().splitlines()) <= 2,
+          "an IPv6 address no interface holds: one line saying it cannot be bound", out + err)
+
+    need("/usr/bin/ibv_rc_pingpong", "ibverbs-utils")
+    check_pair(softrdma, "ibv_rc_pingpong", ["-c", "-n", "100"], "ibv_rc_pingpong -c over IPv6")
+    check_pair(softrdma, "ibv_ud_pingpong", ["-c", "-s", "1024", "-n", "100"], "ibv_ud_pingpong -c over IPv6")
+    return finish()
+
+
+def make_veth(names, mtu):
+    """A veth pair in this namespace, both ends up; False (with a note) where it cannot be made."""
+    rc, out, err = run(["ip", "link", "add", names[0], "type", "veth", "peer", "name", names[1]])
+    if rc != 0:
+        print(f"note: cannot make a veth pair ({(out + err).strip()}); the IPv6-only interface is not checked")
+        return False
+    for cmd in (["ip", "link", "set", names[0], "mtu", str(mtu), "up"], ["ip", "link", "set", names[1], "up"]):
+        subprocess.run(cmd, check=True)
+    return True
+
+
+def check_netdev(softrdma):
+    need("/usr/bin/ibv_devinfo", "ibverbs-utils")
+    need_netns()
+    # lo's first IPv4 address is 127.0.0.1, whatever IPv6 addresses it also holds.
+    rc, out, err = run([softrdma, "run", "--netdev", "lo", "--", "ibv_devinfo", "-v"])
+    print(out + err)
+    check(rc == 0 and re.search(r"GID\[\s*0\]:\s+::ffff:127\.0\.0\.1, RoCE v2$", out, re.M) is not None
+          and err == "", "--netdev lo: GID[0] ::ffff:127.0.0.1", out + err)
+    rc, out, err = run([softrdma, "devices"], env=clean_env(SOFTRDMA_NETDEV="lo"))
+    check(rc == 0 and "bound address:  127.0.0.1, UDP port 4791" in out, "SOFTRDMA_NETDEV=lo: bound to 127.0.0.1",
+          out + err)
+
+    # An interface with only IPv6 addresses: its global one, not the link-local one the kernel
+    # adds. MTU 4180 carries 4096-byte RoCEv2 packets over IPv4 (+72) but not over IPv6 (+92).
+    veth = ("srdma6a", "srdma6b")
+    if make_veth(veth, 4180):
+        subprocess.run(["ip", "-6", "addr", "add", "fd53:7264:6d61:1::5/64", "dev", veth[0], "nodad"], check=True)
+        rc, out, err = run([softrdma, "devices", "--netdev", veth[0]])
+        print(out + err)
+        check(rc == 0 and "bound address:  fd53:7264:6d61:1::5, UDP port 4791" in out
+              and "GID[0]:         fd53:7264:6d61:1::5, RoCE v2" in out,
+              f"--netdev {veth[0]}: its global IPv6 address", out + err)
+        check("active_mtu 2048 (max 4096)" in out, "active MTU 2048 on a 4180-byte interface over IPv6", out)
+        rc, out, err = run([softrdma, "devices", "--ip", "fd53:7264:6d61:1::5"])
+        check(rc == 0 and "active_mtu 2048" in out, "--ip of that address: the same interface and MTU", out + err)
+        one_line_error([softrdma, "devices", "--netdev", veth[1]], 2,
+                       f"--netdev '{veth[1]}': the interface has no IPv4 or global IPv6 address",
+                       "an interface with only a link-local address")
+        one_line_error([softrdma, "run", "--", "true"], 2, f"SOFTRDMA_NETDEV='{veth[1]}': the interface has no",
+                       "the same through SOFTRDMA_NETDEV", env=clean_env(SOFTRDMA_NETDEV=veth[1]))
+    return finish()
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -279,6 +448,10 @@ def main(argv):
             return check_run_errors(softrdma, rest[0] if rest else None)
         if name == "devices":
             return check_devices(softrdma)
+        if name == "ipv6":
+            return check_ipv6(softrdma)
+        if name == "netdev":
+            return check_netdev(softrdma)
     except subprocess.TimeoutExpired as e:
         print(f"FAIL timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
         return 1

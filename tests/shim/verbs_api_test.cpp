@@ -20,6 +20,14 @@
 
 namespace {
 
+// The device must take the first free 127.0.0.N and sysfs be the real /sys, whatever the
+// environment says: cleared before main(), and so before the library reads it (at the first
+// ibv_get_device_list).
+[[maybe_unused]] const bool environment_cleared = [] {
+  for (const char* name : {"SOFTRDMA_IP", "SOFTRDMA_NETDEV", "SYSFS_PATH"}) ::unsetenv(name);
+  return true;
+}();
+
 // Restores verbs.h's wrapper for this file's callers: the shim header #undefs it.
 int query_port_inline(ibv_context* ctx, std::uint8_t port, ibv_port_attr* attr) {
   return ___ibv_query_port(ctx, port, attr);

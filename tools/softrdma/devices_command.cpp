@@ -18,15 +18,17 @@ namespace softrdma::devices {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma devices [--ip ADDR]\n"
+    "usage: softrdma devices [--ip ADDR | --netdev IFNAME]\n"
     "\n"
     "Lists softrdma's RDMA devices as a program run with 'softrdma run' sees them: name, node GUID,\n"
-    "port state, link layer, MTU, GID 0 and the IPv4 address and UDP port the device uses.\n"
+    "port state, link layer, MTU, GID 0 and the IPv4 or IPv6 address and UDP port the device uses.\n"
     "\n"
-    "Options:\n"
-    "  --ip ADDR   the address to report for (as 'softrdma run --ip'; default $SOFTRDMA_IP or\n"
-    "              127.0.0.1)\n"
-    "  --help      this text\n";
+    "Options (as 'softrdma run'; default $SOFTRDMA_IP or $SOFTRDMA_NETDEV, else the first free\n"
+    "127.0.0.N):\n"
+    "  --ip ADDR        the IPv4 or IPv6 address to report for\n"
+    "  --netdev IFNAME  the first IPv4 address of interface IFNAME or, if it has none, its first\n"
+    "                   global IPv6 address\n"
+    "  --help           this text\n";
 
 int fail(int status, const std::string& message) {
   std::fprintf(stderr, "softrdma devices: %s\n", message.c_str());
@@ -106,13 +108,10 @@ bool describe(const Verbs& v, ibv_device* dev) {
                 mtu_bytes(pattr.max_mtu));
     std::printf("  GID[0]:         %s, %s\n", gid_text,
                 gid_type == IBV_GID_TYPE_SYSFS_ROCE_V2 ? "RoCE v2" : "RoCE v1");
-    // GID 0 is the RoCEv2 GID of the bound address: ::ffff:a.b.c.d.
-    static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(gid.raw, kMapped, sizeof kMapped) == 0) {
-      char ip[INET_ADDRSTRLEN];
-      inet_ntop(AF_INET, gid.raw + 12, ip, sizeof ip);
-      std::printf("  bound address:  %s, UDP port %u (RoCEv2)\n", ip, shim::kRoceV2Port);
-    }
+    // GID 0 is the RoCEv2 GID of the bound address: ::ffff:a.b.c.d or the IPv6 address itself.
+    shim::IpAddress bound;
+    std::memcpy(bound.bytes.data(), gid.raw, sizeof gid.raw);
+    std::printf("  bound address:  %s, UDP port %u (RoCEv2)\n", shim::to_string(bound).c_str(), shim::kRoceV2Port);
   }
   v.close_device(ctx);
   return ok;
@@ -121,28 +120,21 @@ bool describe(const Verbs& v, ibv_device* dev) {
 }  // namespace
 
 int devices_main(int argc, char** argv) {
-  const char* ip = nullptr;
+  run::AddressFlags flags;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (a == "--ip" && i + 1 < argc) {
-      ip = argv[++i];
-    } else if (a.starts_with("--ip=")) {
-      ip = argv[i] + 5;
-    } else {
-      return fail(2, "unexpected argument '" + std::string(a) + "'\n" + kUsage);
+    std::string error;
+    if (!run::read_address_flag(argc, argv, i, flags, error)) {
+      return fail(2, "unexpected argument '" + std::string(a) + "' (see softrdma devices --help)");
     }
+    if (!error.empty()) return fail(2, error);
   }
-  if (ip != nullptr && !shim::parse_ipv4(ip)) {
-    return fail(2, "--ip '" + std::string(ip) + "' is not an IPv4 address (expected a.b.c.d)");
-  }
-  shim::AddressChoice choice = shim::choose_address(ip != nullptr ? ip : std::getenv(shim::kAddressVariable));
-  if (!choice.address) return fail(2, choice.error);
   // The library reads its configuration from the environment, as under `softrdma run`.
-  if (ip != nullptr) ::setenv(shim::kAddressVariable, ip, 1);
+  if (std::string error = run::apply_address_flags(flags); !error.empty()) return fail(2, error);
 
   run::ShimLocation loc = run::find_shim_dir();
   if (!loc.dir) {

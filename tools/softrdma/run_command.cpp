@@ -19,7 +19,7 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR] [--] PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
     "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
@@ -27,18 +27,24 @@ constexpr const char* kUsage =
     "so its exit status, signals and terminal are its own.\n"
     "\n"
     "Options:\n"
-    "  --ip ADDR   the IPv4 address srdma0 uses (sets SOFTRDMA_IP; default 127.0.0.1). GID 0 is\n"
-    "              ::ffff:ADDR and the node GUID is derived from ADDR.\n"
-    "  --help      this text\n"
+    "  --ip ADDR        the IPv4 or IPv6 address srdma0 binds (UDP port 4791) and sends from\n"
+    "                   (sets SOFTRDMA_IP; default: the first free 127.0.0.N). GID 0 is its\n"
+    "                   RoCEv2 GID (::ffff:ADDR for IPv4, ADDR itself for IPv6) and the node GUID\n"
+    "                   is derived from it.\n"
+    "  --netdev IFNAME  use the first IPv4 address of interface IFNAME or, if it has none, its\n"
+    "                   first global IPv6 address (sets SOFTRDMA_NETDEV). Not with --ip.\n"
+    "  --help           this text\n"
     "\n"
-    "Environment:\n"
+    "Environment (the options replace both address variables):\n"
     "  SOFTRDMA_LIB_DIR  the folder holding softrdma's libibverbs.so.1 (default: found next to\n"
     "                    this executable, in the build tree or the install tree)\n"
     "  SOFTRDMA_IP       as --ip\n"
+    "  SOFTRDMA_NETDEV   as --netdev (not together with SOFTRDMA_IP)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
-    "linked, setuid, wrong architecture), 2 for a usage error, 1 if the library is missing.\n";
+    "linked, setuid, wrong architecture), 2 for a usage error or an unusable address, 1 if the\n"
+    "library is missing.\n";
 
 std::string executable_dir() {
   char buf[4096];
@@ -80,7 +86,54 @@ int fail(int status, const std::string& message) {
   return status;
 }
 
+// Sets the variable to `value`, or removes it when the value is null.
+void export_setting(const char* variable, const char* value) {
+  if (value != nullptr) {
+    ::setenv(variable, value, 1);
+  } else {
+    ::unsetenv(variable);
+  }
+}
+
 }  // namespace
+
+bool read_address_flag(int argc, char** argv, int& i, AddressFlags& flags, std::string& error) {
+  struct Flag {
+    std::string_view name;
+    const char* AddressFlags::*field;
+    const char* example;
+  };
+  static constexpr Flag kFlags[] = {{"--ip", &AddressFlags::ip, "an address (e.g. --ip 10.0.0.1 or --ip fd00::1)"},
+                                    {"--netdev", &AddressFlags::netdev, "an interface name (e.g. --netdev eth0)"}};
+  const std::string_view arg = argv[i];
+  for (const Flag& f : kFlags) {
+    const char* value = nullptr;
+    if (arg == f.name) {
+      value = i + 1 < argc ? argv[++i] : nullptr;
+    } else if (arg.starts_with(f.name) && arg.size() > f.name.size() && arg[f.name.size()] == '=') {
+      value = argv[i] + f.name.size() + 1;
+    } else {
+      continue;
+    }
+    if (value == nullptr || *value == '\0') error = std::string(f.name) + " needs " + f.example;
+    flags.*f.field = value;
+    return true;
+  }
+  return false;
+}
+
+std::string apply_address_flags(const AddressFlags& flags) {
+  const bool given = flags.ip != nullptr || flags.netdev != nullptr;
+  const shim::AddressRequest request =
+      given ? shim::AddressRequest{{"--ip", flags.ip}, {"--netdev", flags.netdev}} : shim::environment_request();
+  const shim::AddressChoice choice = shim::choose_address(request);
+  if (!choice.ok()) return choice.error;
+  if (given) {
+    export_setting(shim::kAddressVariable, flags.ip);
+    export_setting(shim::kNetdevVariable, flags.netdev);
+  }
+  return {};
+}
 
 ShimLocation find_shim_dir() {
   ShimLocation loc;
@@ -149,7 +202,7 @@ std::optional<std::string> resolve_program(const std::string& name) {
 }
 
 int run_main(int argc, char** argv) {
-  const char* ip = nullptr;
+  AddressFlags flags;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -161,26 +214,19 @@ int run_main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (a == "--ip") {
-      if (i + 1 >= argc) return fail(2, "--ip needs an address (e.g. --ip 10.0.0.1)");
-      ip = argv[++i];
-    } else if (a.starts_with("--ip=")) {
-      ip = argv[i] + 5;
+    std::string error;
+    if (read_address_flag(argc, argv, i, flags, error)) {
+      if (!error.empty()) return fail(2, error);
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {
       break;  // PROGRAM
     }
   }
-  if (i >= argc) return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR] [--] PROGRAM [ARGS...])");
-
-  // The address: --ip wins over an inherited SOFTRDMA_IP; both are checked here so a typo is
-  // one clear line rather than a program that finds no device.
-  if (ip != nullptr) {
-    if (!shim::parse_ipv4(ip)) return fail(2, "--ip '" + std::string(ip) + "' is not an IPv4 address (expected a.b.c.d)");
+  if (i >= argc) {
+    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--] PROGRAM [ARGS...])");
   }
-  shim::AddressChoice choice = shim::choose_address(ip != nullptr ? ip : std::getenv(shim::kAddressVariable));
-  if (!choice.address) return fail(2, choice.error);
+  if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {
@@ -210,7 +256,6 @@ int run_main(int argc, char** argv) {
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string lib_path = *loc.dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
   ::setenv("LD_LIBRARY_PATH", lib_path.c_str(), 1);
-  if (ip != nullptr) ::setenv(shim::kAddressVariable, ip, 1);
 
   ::execv(program->c_str(), argv + i);
   int err = errno;

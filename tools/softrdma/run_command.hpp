@@ -1,4 +1,4 @@
-// `softrdma run [--ip ADDR] [--] PROGRAM [ARGS...]`: runs an unmodified RDMA program on
+// `softrdma run [--ip ADDR | --netdev IFNAME] [--] PROGRAM [ARGS...]`: runs an unmodified RDMA program on
 // softrdma's libibverbs.so.1 by putting the folder that holds it first on LD_LIBRARY_PATH
 // (no Debian RDMA binary has an RPATH, so that folder wins; verbs-abi.md §1), then exec'ing
 // the program in place of this process.
@@ -33,6 +33,21 @@ ProgramKind probe_program(const std::string& path);
 
 // PROGRAM resolved like execvp does (a name with a '/' is a path; otherwise each $PATH entry).
 std::optional<std::string> resolve_program(const std::string& name);
+
+// The address options `run` and `devices` share: --ip ADDR (IPv4 or IPv6) and --netdev IFNAME.
+struct AddressFlags {
+  const char* ip = nullptr;
+  const char* netdev = nullptr;
+};
+// Reads "--ip ADDR", "--ip=ADDR" or the same of --netdev at argv[i] into `flags`, moving i to
+// the option's last word. False when argv[i] is no address flag; `error` is set when it is one
+// without its value.
+bool read_address_flag(int argc, char** argv, int& i, AddressFlags& flags, std::string& error);
+// Checks the address that the flags ask for or, with neither flag given, the environment
+// (SOFTRDMA_IP, SOFTRDMA_NETDEV), so that a typo is one clear line rather than a program that
+// finds no device. Given flags then replace both variables for the library, so an inherited
+// SOFTRDMA_NETDEV does not clash with --ip. Returns the error line, or empty.
+std::string apply_address_flags(const AddressFlags& flags);
 
 int run_main(int argc, char** argv);  // argv[0] is "run"
 
