@@ -10,6 +10,8 @@ packages=(
   catch2 libboost-dev libpcap-dev libibverbs-dev
   # test and report tools
   tshark wireshark-common gcovr
+  # network namespaces with veth pairs (two hosts on one machine) and captures on them
+  iproute2 tcpdump
   # unmodified RDMA programs the verbs shim is tested with (rdma-core 44 in Debian 12), and
   # objdump/readelf for the shim's export-table check
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
