@@ -1,5 +1,6 @@
 #include "verbs-shim/host_link.hpp"
 
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -79,6 +80,8 @@ BoundDevice start() {
   }
   host::HostConfig config;
   if (choice.address) config.ip = to_string(*choice.address);
+  // SOFTRDMA_CAPTURE=FILE: a pcap of every packet (emulator/net/capture_stage.hpp); empty: off.
+  if (const char* capture = std::getenv("SOFTRDMA_CAPTURE"); capture != nullptr && *capture != '\0') config.capture_path = capture;
   host::HostStart started = host::EmbeddedHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;

@@ -38,6 +38,11 @@ HostStart EmbeddedHost::start(HostConfig config) {
   if (!opened.backend) return {nullptr, opened.error};
   std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.spin));
   if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
+  if (config.capture_path) {
+    net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
+    if (!capture.stage) return {nullptr, capture.error};
+    host->capture_ = std::move(capture.stage);
+  }
   try {
     host->thread_ = std::thread([h = host.get()] { h->run(); });
   } catch (const std::system_error& e) {
@@ -73,6 +78,8 @@ void EmbeddedHost::stop() {
   stopping_.store(true);
   doorbell_.kick();
   thread_.join();
+  std::lock_guard lock(mutex_);
+  if (capture_) capture_->flush();  // every packet so far is in the file; it is closed with the host
 }
 
 int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
@@ -101,7 +108,7 @@ void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on
 
 HostStats EmbeddedHost::stats() {
   std::lock_guard lock(mutex_);
-  return {device_.counters(), backend_->counters()};
+  return {device_.counters(), backend_->counters(), capture_ ? capture_->counters() : net::CaptureCounters{}};
 }
 
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now) {
@@ -195,6 +202,7 @@ std::size_t EmbeddedHost::receive(core::Time now) {
   for (int burst = 0; burst < kReceiveBurstsPerStep; ++burst) {
     const std::span<const core::RxPacket> packets = backend_->receive();
     if (packets.empty()) break;
+    if (capture_) capture_->record_rx(packets, backend_->local_port());
     for (const core::RxPacket& p : packets) device_.receive(now, p);
     received += packets.size();
   }
@@ -211,6 +219,7 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
     }
     if (tx_queue_.empty()) break;
     const std::size_t n = backend_->send(tx_queue_);
+    if (capture_) capture_->record_tx(std::span(tx_queue_).first(n));
     tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(n));
     sent.packets += n;
     if (!tx_queue_.empty()) break;  // the socket's send buffer is full: wait for POLLOUT

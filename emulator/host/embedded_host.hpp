@@ -29,6 +29,7 @@
 #include "emulator/host/doorbell.hpp"
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/host_clock.hpp"
+#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/udp_backend.hpp"
 
 namespace softrdma::host {
@@ -41,11 +42,14 @@ struct HostConfig {
   core::DeviceConfig device;
   // How long the progress thread keeps looking for work after activity before it sleeps.
   std::chrono::nanoseconds spin = std::chrono::microseconds(50);
+  // Write every packet sent and received to this pcap file (net/capture_stage.hpp); none: off.
+  std::optional<std::string> capture_path;
 };
 
 struct HostStats {
   core::DeviceCounters device;
   net::UdpCounters udp;
+  net::CaptureCounters capture;  // all 0 without a capture
 };
 
 class EmbeddedHost;
@@ -118,6 +122,7 @@ class EmbeddedHost {
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
+  std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   EventDelivery events_;
   Doorbell doorbell_;
   const core::Time spin_ns_;

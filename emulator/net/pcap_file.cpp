@@ -2,6 +2,10 @@
 
 #include <pcap/pcap.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 namespace softrdma::net {
 
 void PcapReader::Close::operator()(pcap* p) const { pcap_close(p); }
@@ -39,13 +43,28 @@ void PcapWriter::CloseDead::operator()(pcap* p) const { pcap_close(p); }
 void PcapWriter::CloseDumper::operator()(pcap_dumper* d) const { pcap_dump_close(d); }
 PcapWriter::~PcapWriter() = default;
 
-std::optional<PcapWriter> PcapWriter::create(const std::string& path, int link_type, std::string& error) {
+std::optional<PcapWriter> PcapWriter::create(const std::string& path, int link_type, std::string& error,
+                                             std::size_t buffer_bytes) {
   pcap* dead = pcap_open_dead_with_tstamp_precision(link_type, 262144, PCAP_TSTAMP_PRECISION_NANO);
   if (dead == nullptr) {
     error = "libpcap could not open a handle for writing";
     return std::nullopt;
   }
-  pcap_dumper* d = pcap_dump_open(dead, path.c_str());
+  pcap_dumper* d = nullptr;
+  if (buffer_bytes == 0) {
+    d = pcap_dump_open(dead, path.c_str());
+  } else {
+    // Our own FILE, so that its buffer is sized before libpcap writes the file header.
+    std::FILE* f = std::fopen(path.c_str(), "wbe");
+    if (f == nullptr) {
+      error = std::strerror(errno);
+      pcap_close(dead);
+      return std::nullopt;
+    }
+    std::setvbuf(f, nullptr, _IOFBF, buffer_bytes);
+    d = pcap_dump_fopen(dead, f);
+    if (d == nullptr) std::fclose(f);
+  }
   if (d == nullptr) {
     error = pcap_geterr(dead);
     pcap_close(dead);
@@ -63,6 +82,6 @@ void PcapWriter::write(std::uint64_t time_ns, std::span<const std::uint8_t> fram
   pcap_dump(reinterpret_cast<u_char*>(dumper_.get()), &h, frame.data());
 }
 
-void PcapWriter::flush() { pcap_dump_flush(dumper_.get()); }
+bool PcapWriter::flush() { return pcap_dump_flush(dumper_.get()) == 0; }
 
 }  // namespace softrdma::net

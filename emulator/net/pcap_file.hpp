@@ -48,13 +48,17 @@ class PcapReader {
 
 class PcapWriter {
  public:
-  static std::optional<PcapWriter> create(const std::string& path, int link_type, std::string& error);
+  // `buffer_bytes`: the size of the file's stdio buffer (0: stdio's default, a few KiB). A
+  // writer that flushes per burst wants one that holds a burst, so a burst is one write().
+  static std::optional<PcapWriter> create(const std::string& path, int link_type, std::string& error,
+                                          std::size_t buffer_bytes = 0);
   PcapWriter(PcapWriter&&) noexcept = default;
   PcapWriter& operator=(PcapWriter&&) noexcept = default;
   ~PcapWriter();
 
   void write(std::uint64_t time_ns, std::span<const std::uint8_t> frame);
-  void flush();
+  // Writes the buffered frames out; false on a write error (errno says which).
+  bool flush();
 
  private:
   struct CloseDead {

@@ -21,14 +21,20 @@ namespace core = softrdma::core;
 namespace host = softrdma::host;
 using namespace std::chrono_literals;
 
-inline std::unique_ptr<host::EmbeddedHost> start_host(const std::string& ip) {
-  host::HostConfig c;
-  c.ip = ip;
+inline std::unique_ptr<host::EmbeddedHost> start_host(const host::HostConfig& c) {
   host::HostStart s = host::EmbeddedHost::start(c);
-  INFO("starting a host on " << ip << ": " << s.error);
+  INFO("starting a host on " << c.ip.value_or("127.0.0.N") << ": " << s.error);
   REQUIRE(s.host);
   return std::move(s.host);
 }
+
+inline host::HostConfig config_at(const std::string& ip) {
+  host::HostConfig c;
+  c.ip = ip;
+  return c;
+}
+
+inline std::unique_ptr<host::EmbeddedHost> start_host(const std::string& ip) { return start_host(config_at(ip)); }
 
 // Waits until `done()` holds, for `limit` at most; returns whether it held.
 template <class F>
@@ -42,7 +48,9 @@ bool eventually(F&& done, std::chrono::milliseconds limit = 10s) {
 }
 
 struct Node {
-  explicit Node(const std::string& ip, std::size_t buffer_bytes = 4 << 20) : host(start_host(ip)), buffer(buffer_bytes) {
+  explicit Node(const std::string& ip, std::size_t buffer_bytes = 4 << 20) : Node(config_at(ip), buffer_bytes) {}
+  explicit Node(const host::HostConfig& config, std::size_t buffer_bytes = 4 << 20)
+      : host(start_host(config)), buffer(buffer_bytes) {
     host->call([&](core::Device& d, core::Time) {
       pd = *d.alloc_pd();
       send_cq = *d.create_cq(4096);

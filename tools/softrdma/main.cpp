@@ -15,7 +15,7 @@ constexpr const char* kUsage =
     "softrdma is a userspace software RDMA device (RoCEv2 over UDP, iWARP over TCP).\n"
     "\n"
     "Commands:\n"
-    "  run [--ip ADDR | --netdev IFNAME] -- PROGRAM [ARGS]\n"
+    "  run [--ip ADDR | --netdev IFNAME] [--capture FILE] -- PROGRAM [ARGS]\n"
     "                 run an unmodified RDMA program (ibv_devinfo, perftest, pyverbs...) on softrdma\n"
     "  devices        show softrdma's RDMA devices as programs see them, and their addresses\n"
     "  dump FILE      decode a pcap/pcapng capture of RoCE or iWARP traffic\n"

@@ -19,7 +19,7 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--] PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
     "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
@@ -33,6 +33,10 @@ constexpr const char* kUsage =
     "                   is derived from it.\n"
     "  --netdev IFNAME  use the first IPv4 address of interface IFNAME or, if it has none, its\n"
     "                   first global IPv6 address (sets SOFTRDMA_NETDEV). Not with --ip.\n"
+    "  --capture FILE   write every packet srdma0 sends and receives to the pcap file FILE, with\n"
+    "                   Ethernet/IP/UDP headers as the socket sends them (Wireshark and tshark\n"
+    "                   decode it as RoCEv2 as it is; sets SOFTRDMA_CAPTURE). Complete when\n"
+    "                   PROGRAM exits normally; frames a slow disk made it drop are named then.\n"
     "  --help           this text\n"
     "\n"
     "Environment (the options replace both address variables):\n"
@@ -40,6 +44,7 @@ constexpr const char* kUsage =
     "                    this executable, in the build tree or the install tree)\n"
     "  SOFTRDMA_IP       as --ip\n"
     "  SOFTRDMA_NETDEV   as --netdev (not together with SOFTRDMA_IP)\n"
+    "  SOFTRDMA_CAPTURE  as --capture (empty: no capture)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
@@ -203,6 +208,7 @@ std::optional<std::string> resolve_program(const std::string& name) {
 
 int run_main(int argc, char** argv) {
   AddressFlags flags;
+  const char* capture = nullptr;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -217,6 +223,9 @@ int run_main(int argc, char** argv) {
     std::string error;
     if (read_address_flag(argc, argv, i, flags, error)) {
       if (!error.empty()) return fail(2, error);
+    } else if (a == "--capture" || a.starts_with("--capture=")) {
+      capture = a == "--capture" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--capture=");
+      if (capture == nullptr || *capture == '\0') return fail(2, "--capture needs a file name (e.g. --capture out.pcap)");
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {
@@ -224,9 +233,10 @@ int run_main(int argc, char** argv) {
     }
   }
   if (i >= argc) {
-    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--] PROGRAM [ARGS...])");
+    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--] PROGRAM [ARGS...])");
   }
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
+  if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {

@@ -1,0 +1,262 @@
+#include "emulator/net/capture_stage.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <system_error>
+#include <set>
+
+#include "emulator/core/roce_headers.hpp"
+#include "wire/inet_checksum.hpp"
+#include "wire/ipv4.hpp"
+#include "wire/ipv6.hpp"
+#include "wire/udp.hpp"
+
+namespace softrdma::net {
+
+namespace {
+
+constexpr std::size_t kRecordHeader = sizeof(std::uint64_t) + sizeof(std::uint32_t);  // time_ns, frame length
+
+wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[14], gid[15]}; }
+
+wire::Ipv6Address ipv6_of(const core::Gid& gid) {
+  wire::Ipv6Address a{};
+  std::memcpy(a.data(), gid.data(), a.size());
+  return a;
+}
+
+// The stages open in this process, which the atexit handler drains: a program that exits
+// without destroying its host (the verbs shim never does) still gets a whole capture.
+// A forked child has the stages but not their writer threads: it leaves them alone.
+struct OpenStages {
+  std::mutex mutex;
+  std::set<CaptureStage*> stages;
+  pid_t owner = ::getpid();
+};
+
+OpenStages& open_stages() {
+  static OpenStages* s = new OpenStages;  // outlives static destructors
+  return *s;
+}
+
+void flush_open_stages() {
+  OpenStages& s = open_stages();
+  if (s.owner != ::getpid()) return;
+  std::lock_guard lock(s.mutex);
+  for (CaptureStage* stage : s.stages) {
+    stage->flush();
+    stage->report_drops();
+  }
+}
+
+}  // namespace
+
+wire::MacAddress mac_for(const core::Gid& gid) {
+  if (core::is_ipv4_mapped(gid)) return {0x02, 0x00, gid[12], gid[13], gid[14], gid[15]};
+  return {0x02, gid[11], gid[12], gid[13], gid[14], gid[15]};
+}
+
+CaptureOpen CaptureStage::open(const std::string& path) {
+  std::string error;
+  // A buffer that holds a batch of frames: few write() calls.
+  std::optional<PcapWriter> writer = PcapWriter::create(path, kLinkEthernet, error, 1 << 20);
+  if (!writer) return {nullptr, "cannot write capture " + path + ": " + error};
+  // The file header goes out now: the file is a valid, empty capture from the start.
+  if (!writer->flush()) return {nullptr, "cannot write capture " + path + ": " + std::strerror(errno)};
+  std::unique_ptr<CaptureStage> stage(new CaptureStage(path, std::move(*writer)));
+  try {
+    stage->thread_ = std::thread([s = stage.get()] { s->run(); });
+  } catch (const std::system_error& e) {
+    stage->closed_ = true;
+    return {nullptr, "cannot write capture " + path + ": cannot start its writer thread: " + e.what()};
+  }
+  static const bool registered = [] { return std::atexit(flush_open_stages) == 0; }();
+  (void)registered;
+  OpenStages& open = open_stages();
+  std::lock_guard lock(open.mutex);
+  open.stages.insert(stage.get());
+  return {std::move(stage), {}};
+}
+
+CaptureStage::CaptureStage(std::string path, PcapWriter writer) : path_(std::move(path)), writer_(std::move(writer)) {
+  queue_.reserve(1 << 20);
+}
+
+CaptureStage::~CaptureStage() { close(); }
+
+std::uint64_t CaptureStage::wall_clock_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void CaptureStage::record(std::uint64_t time_ns, Direction direction, const core::Endpoints& route,
+                          std::uint16_t dst_port, std::span<const std::uint8_t> payload) {
+  std::lock_guard lock(mutex_);
+  record_locked(time_ns, direction, route, dst_port, payload);
+}
+
+void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route,
+                                 std::uint16_t dst_port, std::span<const std::uint8_t> payload) {
+  const bool v4 = core::is_ipv4_mapped(route.dst);  // as the engine chooses the header its ICRC covers
+  const std::size_t ip_len = v4 ? wire::Ipv4::min_length : wire::Ipv6::length;
+  const std::size_t udp_len = wire::Udp::length + payload.size();
+  const std::size_t eth_len = wire::Ethernet::length;
+  const std::size_t frame_len = eth_len + ip_len + udp_len;
+  if (closing_ || queue_.size() + kRecordHeader + frame_len > kMaxQueuedBytes) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const std::size_t at = queue_.size();
+  queue_.resize(at + kRecordHeader + frame_len);
+  std::uint8_t* rec = queue_.data() + at;
+  const auto length32 = static_cast<std::uint32_t>(frame_len);
+  std::memcpy(rec, &time_ns, sizeof time_ns);
+  std::memcpy(rec + sizeof time_ns, &length32, sizeof length32);
+  std::uint8_t* out = rec + kRecordHeader;
+
+  const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
+  eth.emit(out, v4 ? wire::ethertype::ipv4 : wire::ethertype::ipv6);
+  std::uint8_t* ip = out + eth_len;
+  // The socket sends the route's hop limit, the kernel's default (64) for 0; a received
+  // packet's is not reported to us.
+  const std::uint8_t hops = direction == Direction::tx && route.hop_limit != 0 ? route.hop_limit : 64;
+  if (v4) {
+    wire::Ipv4Repr r;
+    r.src = ipv4_of(route.src);
+    r.dst = ipv4_of(route.dst);
+    r.tos = route.traffic_class;
+    r.ttl = hops;
+    r.identification = 0;
+    r.dont_fragment = true;
+    r.emit(ip, udp_len);
+  } else {
+    wire::Ipv6Repr r;
+    r.src = ipv6_of(route.src);
+    r.dst = ipv6_of(route.dst);
+    r.traffic_class = route.traffic_class;
+    r.flow_label = route.flow_label & 0xFFFFF;
+    r.hop_limit = hops;
+    r.emit(ip, udp_len);
+  }
+  std::uint8_t* udp = ip + ip_len;
+  wire::Udp::src_port::set(udp, route.src_port);
+  wire::Udp::dst_port::set(udp, dst_port);
+  wire::Udp::total_length::set(udp, udp_len);
+  wire::Udp::checksum::set(udp, 0);  // IPv4: SO_NO_CHECK
+  if (!payload.empty()) std::memcpy(udp + wire::Udp::length, payload.data(), payload.size());
+  if (!v4) {
+    const std::uint32_t pseudo =
+        wire::pseudo_header_sum({ip + wire::Ipv6::src_offset, 16}, {ip + wire::Ipv6::dst_offset, 16}, wire::ip_proto::udp,
+                                static_cast<std::uint32_t>(udp_len));
+    const std::uint16_t sum = wire::inet_fold(wire::inet_sum({udp, udp_len}, pseudo));
+    wire::Udp::checksum::set(udp, sum == 0 ? 0xFFFF : sum);  // 0 would mean "none" (RFC 768)
+  }
+}
+
+void CaptureStage::commit() { wake_.notify_one(); }
+
+void CaptureStage::flush() {
+  std::unique_lock lock(mutex_);
+  wake_.notify_one();
+  drained_.wait(lock, [&] { return (queue_.empty() && !busy_) || closed_; });
+}
+
+void CaptureStage::record_tx(std::span<const core::TxPacket> packets) {
+  if (packets.empty()) return;
+  const std::uint64_t now = wall_clock_ns();
+  {
+    std::lock_guard lock(mutex_);
+    for (const core::TxPacket& p : packets) record_locked(now, Direction::tx, p.route, wire::kRoceV2Port, p.bytes);
+  }
+  commit();
+}
+
+void CaptureStage::record_rx(std::span<const core::RxPacket> packets, std::uint16_t local_port) {
+  if (packets.empty()) return;
+  const std::uint64_t now = wall_clock_ns();
+  {
+    std::lock_guard lock(mutex_);
+    for (const core::RxPacket& p : packets) {
+      core::Endpoints route;
+      route.src = p.src_gid;
+      route.dst = p.dst_gid;
+      route.src_port = p.src_port;
+      record_locked(now, Direction::rx, route, local_port, p.bytes);
+    }
+  }
+  commit();
+}
+
+void CaptureStage::run() {
+  CaptureBuffer batch;
+  batch.reserve(1 << 20);
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] { return !queue_.empty() || closing_; });
+    if (queue_.empty()) break;  // closing, and everything is written
+    batch.swap(queue_);         // queue_ takes the empty batch buffer, its capacity kept
+    busy_ = true;
+    lock.unlock();
+    std::uint64_t frames = 0;
+    for (std::size_t at = 0; at + kRecordHeader <= batch.size(); ++frames) {
+      std::uint64_t time_ns = 0;
+      std::uint32_t length = 0;
+      std::memcpy(&time_ns, batch.data() + at, sizeof time_ns);
+      std::memcpy(&length, batch.data() + at + sizeof time_ns, sizeof length);
+      writer_->write(time_ns, {batch.data() + at + kRecordHeader, length});
+      at += kRecordHeader + length;
+    }
+    if (writer_->flush()) {
+      written_.fetch_add(frames, std::memory_order_relaxed);
+    } else {
+      // stdio does not say how much of its buffer reached the file: the batch counts as lost.
+      const int err = errno;
+      dropped_.fetch_add(frames, std::memory_order_relaxed);
+      lock.lock();
+      if (error_.empty()) error_ = std::strerror(err);
+      lock.unlock();
+    }
+    batch.clear();
+    lock.lock();
+    busy_ = false;
+    drained_.notify_all();
+  }
+}
+
+void CaptureStage::close() {
+  {
+    std::lock_guard lock(mutex_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  {
+    OpenStages& open = open_stages();
+    std::lock_guard lock(open.mutex);
+    open.stages.erase(this);
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  writer_.reset();  // pcap_dump_close
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  drained_.notify_all();
+  report_drops();
+}
+
+void CaptureStage::report_drops() {
+  const std::uint64_t dropped = dropped_.load();
+  if (dropped == 0) return;
+  std::fprintf(stderr, "softrdma: capture %s: %llu frames dropped (%s)\n", path_.c_str(),
+               static_cast<unsigned long long>(dropped),
+               error_.empty() ? "the writer fell behind" : error_.c_str());
+}
+
+}  // namespace softrdma::net

@@ -1,0 +1,141 @@
+// The capture stage (DESIGN.md §4): SOFTRDMA_CAPTURE=FILE writes every packet the device
+// sends and receives to a pcap file (libpcap, link type Ethernet, nanosecond timestamps),
+// as it is on the wire. The `udp` backend sees only UDP payloads (BTH..ICRC), so the stage
+// synthesises the layers below as our socket sends them:
+// - Ethernet: locally administered unicast MACs derived from the IP addresses (mac_for()):
+//   IPv4 a.b.c.d -> 02:00:a:b:c:d; IPv6 -> 02 followed by the last five bytes of the
+//   address (::1 -> 02:00:00:00:00:01). Loopback has no MACs; these only make the frames
+//   Ethernet frames Wireshark decodes, and tell the two ends apart.
+// - IPv4: ID 0, DF, TTL the route's hop limit (64 when 0, as the socket does; always 64 on
+//   receive, where the socket does not report it), TOS the traffic class, header checksum
+//   computed; UDP checksum 0 (the socket sets SO_NO_CHECK).
+// - IPv6: hop limit as above, traffic class and flow label, UDP checksum computed (RFC 8200
+//   s8.1 requires one; the socket computes it).
+// The ICRC the engine sealed is over exactly these headers (core/roce_headers.hpp), so it
+// verifies in the file.
+//
+// Writing is off the packet path: record() builds the frame straight into an in-memory
+// queue (one copy of the payload, under the host's lock), and a writer thread of the stage's
+// own hands the queued frames to libpcap's dumper and flushes the file after each batch.
+// The queue holds at most kMaxQueuedBytes; when the writer falls that far behind (a slow
+// disk), further frames are dropped and counted in frames_dropped, as are frames the file
+// cannot take (a failed flush: disk full, I/O error). pcap has no record that could carry
+// such a count: the counters (HostStats::capture) hold it, and closing the stage names it
+// on stderr ("softrdma: capture FILE: N frames dropped (...)").
+// A capture is complete when the program exits normally, even one whose host is never
+// destroyed (the verbs shim's): close() drains the queue, and an atexit handler drains every
+// stage still open. Frames recorded after that, or on _exit() or a fatal signal, are lost.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "emulator/core/device.hpp"
+#include "emulator/net/pcap_file.hpp"
+#include "wire/ethernet.hpp"
+
+namespace softrdma::net {
+
+struct CaptureCounters {
+  std::uint64_t frames_written = 0;  // frames written to the file (flushed)
+  std::uint64_t frames_dropped = 0;  // frames lost: the writer fell behind, or the file refused them
+};
+
+enum class Direction : std::uint8_t { tx, rx };
+
+// The MAC the stage gives the host at `gid` (see above).
+wire::MacAddress mac_for(const core::Gid& gid);
+
+class CaptureStage;
+
+// A byte buffer whose resize() leaves new bytes uninitialised: the queue is written over at
+// once, and zeroing it first would cost as much as the copy.
+template <class T>
+struct UninitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+using CaptureBuffer = std::vector<std::uint8_t, UninitAllocator<std::uint8_t>>;
+
+struct CaptureOpen {
+  std::unique_ptr<CaptureStage> stage;  // null on failure
+  std::string error;                    // on failure: "cannot write capture FILE: reason"
+};
+
+class CaptureStage {
+ public:
+  static constexpr std::size_t kMaxQueuedBytes = 64 << 20;
+
+  static CaptureOpen open(const std::string& path);
+
+  CaptureStage(const CaptureStage&) = delete;
+  CaptureStage& operator=(const CaptureStage&) = delete;
+  ~CaptureStage();  // close()s
+
+  // One packet between `route`'s addresses: UDP from route.src_port to `dst_port` carrying
+  // `payload` (BTH..ICRC). Queued; the writer thread writes it after the next commit().
+  void record(std::uint64_t time_ns, Direction direction, const core::Endpoints& route, std::uint16_t dst_port,
+              std::span<const std::uint8_t> payload);
+  // Wakes the writer for what was recorded (once per burst).
+  void commit();
+  // Waits until everything recorded so far is in the file.
+  void flush();
+
+  // A burst, stamped with the time now, then committed: the packets the backend dealt with,
+  // and the packets it received on local port `local_port`.
+  void record_tx(std::span<const core::TxPacket> packets);
+  void record_rx(std::span<const core::RxPacket> packets, std::uint16_t local_port);
+
+  // Drains the queue, stops the writer and closes the file; says on stderr how many frames
+  // were dropped, if any. Later records are counted as dropped.
+  void close();
+
+  // Says on stderr how many frames were dropped, if any (close() and the atexit handler do).
+  void report_drops();
+
+  CaptureCounters counters() const { return {written_.load(), dropped_.load()}; }
+  const std::string& path() const { return path_; }
+
+  static std::uint64_t wall_clock_ns();
+
+ private:
+  CaptureStage(std::string path, PcapWriter writer);
+  void run();  // the writer thread
+  void record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route, std::uint16_t dst_port,
+                     std::span<const std::uint8_t> payload);  // mutex_ held
+
+  const std::string path_;
+  std::optional<PcapWriter> writer_;  // the writer thread's, until close()
+  std::mutex mutex_;                  // guards the fields below it
+  std::condition_variable wake_;      // the writer: frames queued, or closing
+  std::condition_variable drained_;   // flush(): the writer wrote a batch
+  CaptureBuffer queue_;                // records: u64 time_ns, u32 length, the frame
+  bool busy_ = false;                 // the writer is writing a batch it took from queue_
+  bool closing_ = false;
+  bool closed_ = false;
+  std::atomic<std::uint64_t> written_{0};
+  std::atomic<std::uint64_t> dropped_{0};
+  std::string error_;  // the first write error (the writer thread's)
+  std::thread thread_;
+};
+
+}  // namespace softrdma::net

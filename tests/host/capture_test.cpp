@@ -1,0 +1,173 @@
+// SOFTRDMA_CAPTURE's stage (emulator/net/capture_stage.hpp): every packet a host sends and
+// receives, in a pcap file whose frames are whole RoCEv2 frames with a valid ICRC.
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "emulator/core/roce_headers.hpp"
+#include "emulator/net/capture_stage.hpp"
+#include "emulator/net/pcap_file.hpp"
+#include "tests/host/host_fixture.hpp"
+#include "wire/inet_checksum.hpp"
+#include "wire/roce_frame.hpp"
+
+namespace test {
+namespace {
+
+namespace net = softrdma::net;
+using core::WcStatus;
+using core::WrOpcode;
+
+std::string temp_path(const char* name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/softrdma-" + name + "-" + std::to_string(::getpid()) +
+         ".pcap";
+}
+
+struct Frames {
+  std::vector<std::vector<std::uint8_t>> data;
+  int link_type = -1;
+};
+
+Frames read_capture(const std::string& path) {
+  std::string error;
+  std::optional<net::PcapReader> reader = net::PcapReader::open(path, error);
+  INFO(path << ": " << error);
+  REQUIRE(reader);
+  Frames f;
+  f.link_type = reader->link_type();
+  while (const auto p = reader->next()) {
+    CHECK_FALSE(p->truncated());
+    f.data.emplace_back(p->data.begin(), p->data.end());
+  }
+  CHECK(reader->error().empty());
+  return f;
+}
+
+TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frames", "[host][capture]") {
+  const std::string path = temp_path("capture-rc");
+  host::HostConfig config = config_at("127.83.60.1");
+  config.capture_path = path;
+  Node a(config), b("127.83.60.2");
+  RcPair p(a, b);
+
+  fill_pattern(a.buffer, 0, 3000, 1);  // SEND: 3 packets at MTU 1024
+  b.post_recv(p.qb, 7, 0, 4096);
+  a.post_send(p.qa, make_wr(WrOpcode::send, 1, {a.sge(0, 3000)}));
+  CHECK(b.wait(b.recv_cq, 1).at(0).status == WcStatus::success);
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  fill_pattern(a.buffer, 100, 5000, 2);  // WRITE: 5 packets
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 2, {a.sge(100, 5000)}, b.addr(8192), b.mr.rkey));
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  fill_pattern(b.buffer, 40000, 7777, 3);  // READ: 8 response packets
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_read, 3, {a.sge(0, 7777)}, b.addr(40000), b.mr.rkey));
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data(), b.buffer.data() + 40000, 7777) == 0);
+
+  a.host->stop();  // no more packets in or out of a: its counters and file are final
+  const host::HostStats s = a.host->stats();
+  CHECK(s.udp.tx_errors == 0);
+  CHECK(s.udp.tx_no_route == 0);
+  CHECK(s.capture.frames_dropped == 0);
+  const Frames f = read_capture(path);
+  CHECK(f.link_type == net::kLinkEthernet);
+  CHECK(f.data.size() == s.udp.tx_packets + s.udp.rx_packets);
+  CHECK(s.capture.frames_written == f.data.size());
+
+  const wire::MacAddress mac_a{0x02, 0x00, 127, 83, 60, 1}, mac_b{0x02, 0x00, 127, 83, 60, 2};
+  std::size_t sent = 0, received = 0, sends = 0, writes = 0, read_responses = 0;
+  for (const auto& bytes : f.data) {
+    const auto frame = wire::RoceFrame::check(bytes);
+    REQUIRE(frame);
+    CHECK(frame->encapsulation() == wire::Encapsulation::rocev2_ipv4);
+    CHECK(frame->icrc_ok());
+    const std::span<const std::uint8_t> ip = frame->network_header();
+    CHECK(wire::inet_checksum(ip) == 0);  // the header checksum holds
+    CHECK(wire::Ipv4::identification::get(ip.data()) == 0);
+    CHECK(wire::Ipv4::dont_fragment::get(ip.data()));
+    CHECK(wire::Udp::checksum::get(frame->udp_header().data()) == 0);
+    CHECK(wire::Udp::dst_port::get(frame->udp_header().data()) == wire::kRoceV2Port);
+    const bool from_a = frame->ethernet().src() == mac_a;
+    CHECK(frame->ethernet().dst() == (from_a ? mac_b : mac_a));
+    (from_a ? sent : received) += 1;
+    const auto op = static_cast<std::uint8_t>(wire::operation_of(frame->ib().opcode()));
+    if (from_a && op <= 0x05) ++sends;                 // send_first .. send_only_imm
+    if (from_a && op >= 0x06 && op <= 0x0B) ++writes;  // write_first .. write_only_imm
+    if (!from_a && op >= 0x0D && op <= 0x10) ++read_responses;
+  }
+  CHECK(sent == s.udp.tx_packets);
+  CHECK(received == s.udp.rx_packets);
+  CHECK(sends == 3);
+  CHECK(writes == 5);
+  CHECK(read_responses == 8);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a capture file that cannot be created stops the host from starting, with one line", "[host][capture]") {
+  host::HostConfig config = config_at("127.83.61.1");
+  config.capture_path = "/nonexistent-softrdma-dir/x.pcap";
+  const host::HostStart s = host::EmbeddedHost::start(config);
+  CHECK_FALSE(s.host);
+  CHECK(s.error == "cannot write capture /nonexistent-softrdma-dir/x.pcap: No such file or directory");
+
+  config.capture_path = "/dev/full";  // opens, but takes no byte: the file header fails
+  const host::HostStart full = host::EmbeddedHost::start(config);
+  CHECK_FALSE(full.host);
+  CHECK(full.error == "cannot write capture /dev/full: No space left on device");
+}
+
+TEST_CASE("the stage writes an IPv6 packet as the socket sends it, UDP checksum computed", "[capture][ipv6]") {
+  // The frame wire's builder makes for these endpoints, with the stage's MACs and hop limit.
+  const std::vector<std::uint8_t> data(300, 0x5A);
+  wire::RoceFrameRepr r;
+  wire::Ipv6Repr ip6;
+  ip6.src = {0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x01};
+  ip6.dst = {0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x02};
+  ip6.traffic_class = 0x28;
+  ip6.flow_label = 0x12345;
+  ip6.hop_limit = 17;
+  r.network = ip6;
+  r.src_port = wire::kRoceV2Port;
+  r.udp_checksum = wire::RoceFrameRepr::UdpChecksum::computed;
+  r.ib.dest_qp = 0x11;
+  r.ib.psn = 5;
+  r.ib.payload = data;
+  core::Endpoints e;
+  std::memcpy(e.src.data(), ip6.src.data(), 16);
+  std::memcpy(e.dst.data(), ip6.dst.data(), 16);
+  e.src_port = wire::kRoceV2Port;
+  e.traffic_class = ip6.traffic_class;
+  e.flow_label = ip6.flow_label;
+  e.hop_limit = ip6.hop_limit;
+  r.ethernet.src = net::mac_for(e.src);
+  r.ethernet.dst = net::mac_for(e.dst);
+  CHECK(r.ethernet.src == wire::MacAddress{0x02, 0, 0, 0, 0x12, 0x01});
+  std::vector<std::uint8_t> expected(r.buffer_len());
+  r.emit(expected.data());
+  const std::size_t ib_offset = wire::Ethernet::length + wire::Ipv6::length + wire::Udp::length;
+
+  const std::string path = temp_path("capture-v6");
+  {
+    net::CaptureOpen opened = net::CaptureStage::open(path);
+    REQUIRE(opened.stage);
+    core::TxPacket p{e, {expected.begin() + static_cast<std::ptrdiff_t>(ib_offset), expected.end()}};
+    opened.stage->record_tx({&p, 1});
+    opened.stage->flush();
+    CHECK(opened.stage->counters().frames_written == 1);
+    CHECK(opened.stage->counters().frames_dropped == 0);
+    // flush() waits for the writer thread: the frame is in the file before the stage closes.
+    const Frames f = read_capture(path);
+    REQUIRE(f.data.size() == 1);
+    CHECK(f.data[0] == expected);
+    const auto frame = wire::RoceFrame::check(f.data[0]);
+    REQUIRE(frame);
+    CHECK(frame->icrc_ok());
+    CHECK(wire::Udp::checksum::get(frame->udp_header().data()) != 0);
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace test
