@@ -82,6 +82,15 @@ BoundDevice start() {
   if (choice.address) config.ip = to_string(*choice.address);
   // SOFTRDMA_CAPTURE=FILE: a pcap of every packet (emulator/net/capture_stage.hpp); empty: off.
   if (const char* capture = std::getenv("SOFTRDMA_CAPTURE"); capture != nullptr && *capture != '\0') config.capture_path = capture;
+  // SOFTRDMA_FAULTS="loss=1%,...,seed=N": seeded fault injection (emulator/net/fault_plan.hpp).
+  if (const char* faults = std::getenv("SOFTRDMA_FAULTS"); faults != nullptr && *faults != '\0') {
+    net::FaultParse parsed = net::parse_faults(faults);
+    if (!parsed.plan) {
+      bound.error = std::string("SOFTRDMA_FAULTS='") + faults + "': " + parsed.error;
+      return bound;
+    }
+    config.faults = parsed.plan;
+  }
   host::HostStart started = host::EmbeddedHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;

@@ -43,6 +43,7 @@ HostStart EmbeddedHost::start(HostConfig config) {
     if (!capture.stage) return {nullptr, capture.error};
     host->capture_ = std::move(capture.stage);
   }
+  if (config.faults) host->faults_.emplace(*config.faults);
   try {
     host->thread_ = std::thread([h = host.get()] { h->run(); });
   } catch (const std::system_error& e) {
@@ -108,13 +109,14 @@ void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on
 
 HostStats EmbeddedHost::stats() {
   std::lock_guard lock(mutex_);
-  return {device_.counters(), backend_->counters(), capture_ ? capture_->counters() : net::CaptureCounters{}};
+  return {device_.counters(), backend_->counters(), capture_ ? capture_->counters() : net::CaptureCounters{},
+          faults_ ? faults_->stats() : FaultStats{}};
 }
 
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now) {
   const bool more = transmit(now).more;
   collect_events();
-  const core::Time deadline = device_.next_deadline().value_or(0);
+  const core::Time deadline = next_wakeup();
   deadline_.store(deadline);
   lock.unlock();
   events_.deliver();
@@ -193,8 +195,16 @@ bool EmbeddedHost::step(core::Time now) {
   }
   worked |= transmit(now).packets > 0;
   collect_events();
-  deadline_.store(device_.next_deadline().value_or(0));
+  deadline_.store(next_wakeup());
   return worked;
+}
+
+core::Time EmbeddedHost::next_wakeup() const {
+  std::optional<core::Time> t = device_.next_deadline();
+  if (faults_) {
+    if (const auto held = faults_->next_release(); held && (!t || *held < *t)) t = held;
+  }
+  return t.value_or(0);
 }
 
 std::size_t EmbeddedHost::receive(core::Time now) {
@@ -202,20 +212,31 @@ std::size_t EmbeddedHost::receive(core::Time now) {
   for (int burst = 0; burst < kReceiveBurstsPerStep; ++burst) {
     const std::span<const core::RxPacket> packets = backend_->receive();
     if (packets.empty()) break;
-    if (capture_) capture_->record_rx(packets, backend_->local_port());
-    for (const core::RxPacket& p : packets) device_.receive(now, p);
-    received += packets.size();
+    received += deliver(now, packets);
   }
+  if (faults_) received += deliver(now, {});  // held packets that came due
   return received;
+}
+
+std::size_t EmbeddedHost::deliver(core::Time now, std::span<const core::RxPacket> packets) {
+  if (faults_) packets = faults_->receive(now, packets);
+  if (capture_) capture_->record_rx(packets, backend_->local_port());
+  for (const core::RxPacket& p : packets) device_.receive(now, p);
+  return packets.size();
 }
 
 EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
   Sent sent;
+  if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {
     while (tx_queue_.size() < net::UdpBackend::kBurst) {
       std::optional<core::TxPacket> p = device_.transmit(now);
       if (!p) break;
-      tx_queue_.push_back(std::move(*p));
+      if (faults_) {
+        faults_->send(now, std::move(*p), tx_queue_);
+      } else {
+        tx_queue_.push_back(std::move(*p));
+      }
     }
     if (tx_queue_.empty()) break;
     const std::size_t n = backend_->send(tx_queue_);

@@ -28,6 +28,7 @@
 #include "emulator/core/memory.hpp"
 #include "emulator/host/doorbell.hpp"
 #include "emulator/host/event_delivery.hpp"
+#include "emulator/host/fault_stage.hpp"
 #include "emulator/host/host_clock.hpp"
 #include "emulator/net/capture_stage.hpp"
 #include "emulator/net/udp_backend.hpp"
@@ -44,12 +45,15 @@ struct HostConfig {
   std::chrono::nanoseconds spin = std::chrono::microseconds(50);
   // Write every packet sent and received to this pcap file (net/capture_stage.hpp); none: off.
   std::optional<std::string> capture_path;
+  // Seeded loss, duplication, reordering, delay and corruption (net/fault_plan.hpp); none: off.
+  std::optional<net::FaultPlan> faults;
 };
 
 struct HostStats {
   core::DeviceCounters device;
   net::UdpCounters udp;
   net::CaptureCounters capture;  // all 0 without a capture
+  FaultStats faults;             // all 0 without faults
 };
 
 class EmbeddedHost;
@@ -107,6 +111,8 @@ class EmbeddedHost {
   bool progress();           // one step under the lock, then events; whether anything happened
   bool step(core::Time now);  // receive, timers, transmit, events; the lock is held
   std::size_t receive(core::Time now);
+  std::size_t deliver(core::Time now, std::span<const core::RxPacket> packets);  // through faults and capture
+  core::Time next_wakeup() const;  // the engine's deadline or a held packet's, 0 for none
   Sent transmit(core::Time now);
   void collect_events();
   // After engine calls on an application thread: sends what they queued, publishes the
@@ -123,6 +129,7 @@ class EmbeddedHost {
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
+  std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
   EventDelivery events_;
   Doorbell doorbell_;
   const core::Time spin_ns_;

@@ -1,0 +1,44 @@
+#include "emulator/host/fault_stage.hpp"
+
+#include "wire/ib_headers.hpp"
+
+namespace softrdma::host {
+
+namespace {
+
+// Corruption flips a bit after the BTH: the packet still parses (its opcode, pad count and
+// QPN are intact), so only its ICRC can tell, and the receiving engine's ICRC-drop counter
+// counts exactly the corruptions injected towards it (IBTA vol. 1 s9.6.1.1).
+constexpr std::size_t kCorruptFrom = wire::Bth::length;
+
+}  // namespace
+
+FaultStage::FaultStage(const net::FaultPlan& plan)
+    : tx_(plan.tx, net::direction_seed(plan, false), kCorruptFrom),
+      rx_(plan.rx, net::direction_seed(plan, true), kCorruptFrom) {}
+
+void FaultStage::send(core::Time now, core::TxPacket packet, std::vector<core::TxPacket>& out) {
+  tx_.push(now, std::move(packet), out);
+}
+
+void FaultStage::release(core::Time now, std::vector<core::TxPacket>& out) { tx_.release(now, out); }
+
+std::span<const core::RxPacket> FaultStage::receive(core::Time now, std::span<const core::RxPacket> in) {
+  ready_.clear();
+  for (const core::RxPacket& p : in) rx_.push(now, Received{p, {p.bytes.begin(), p.bytes.end()}}, ready_);
+  rx_.release(now, ready_);
+  views_.clear();
+  for (Received& r : ready_) {
+    views_.push_back(r.meta);
+    views_.back().bytes = r.bytes;
+  }
+  return views_;
+}
+
+std::optional<core::Time> FaultStage::next_release() const {
+  const auto tx = tx_.next_release(), rx = rx_.next_release();
+  if (tx && rx) return std::min(*tx, *rx);
+  return tx ? tx : rx;
+}
+
+}  // namespace softrdma::host
