@@ -48,12 +48,18 @@ std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> cov
   wire::Udp::total_length::set(udp, udp_len);
   wire::Udp::checksum::set(udp, 0);
   std::uint8_t net[wire::Ipv6::length] = {};
+  const std::size_t net_len = write_ip_header(e, udp_len, net);
+  const auto kind = net_len == wire::Ipv4::min_length ? wire::NetworkHeader::ipv4 : wire::NetworkHeader::ipv6;
+  return wire::compute_icrc(kind, {net, net_len}, udp, covered);
+}
+
+std::size_t write_ip_header(const Endpoints& e, std::size_t udp_len, std::uint8_t* out) {
   if (is_ipv4_mapped(e.dst)) {
-    ipv4_of(e).emit(net, udp_len);
-    return wire::compute_icrc(wire::NetworkHeader::ipv4, {net, wire::Ipv4::min_length}, udp, covered);
+    ipv4_of(e).emit(out, udp_len);
+    return wire::Ipv4::min_length;
   }
-  ipv6_of(e).emit(net, udp_len);
-  return wire::compute_icrc(wire::NetworkHeader::ipv6, {net, wire::Ipv6::length}, udp, covered);
+  ipv6_of(e).emit(out, udp_len);
+  return wire::Ipv6::length;
 }
 
 void write_grh(const Endpoints& e, std::size_t ib_length, std::uint8_t* out) {

@@ -23,6 +23,11 @@ struct Endpoints {
 
 bool is_ipv4_mapped(const Gid& gid);
 
+// Writes the IP header of a RoCEv2 packet between `e` carrying a `udp_len`-byte UDP datagram,
+// as the ICRC assumes it: IPv4 (ID 0, DF) when `e.dst` is IPv4-mapped, IPv6 otherwise.
+// Returns its length. The capture stage writes the same header into its frames.
+std::size_t write_ip_header(const Endpoints& e, std::size_t udp_len, std::uint8_t* out);
+
 // The ICRC of `covered` (BTH through pad) sent between `e`.
 std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> covered);
 

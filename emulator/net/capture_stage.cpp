@@ -22,14 +22,6 @@ namespace {
 
 constexpr std::size_t kRecordHeader = sizeof(std::uint64_t) + sizeof(std::uint32_t);  // time_ns, frame length
 
-wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[14], gid[15]}; }
-
-wire::Ipv6Address ipv6_of(const core::Gid& gid) {
-  wire::Ipv6Address a{};
-  std::memcpy(a.data(), gid.data(), a.size());
-  return a;
-}
-
 // The stages open in this process, which the atexit handler drains: a program that exits
 // without destroying its host (the verbs shim never does) still gets a whole capture.
 // A forked child has the stages but not their writer threads: it leaves them alone.
@@ -123,27 +115,12 @@ void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, con
   const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
   eth.emit(out, v4 ? wire::ethertype::ipv4 : wire::ethertype::ipv6);
   std::uint8_t* ip = out + eth_len;
-  // The socket sends the route's hop limit, the kernel's default (64) for 0; a received
-  // packet's is not reported to us.
-  const std::uint8_t hops = direction == Direction::tx && route.hop_limit != 0 ? route.hop_limit : 64;
-  if (v4) {
-    wire::Ipv4Repr r;
-    r.src = ipv4_of(route.src);
-    r.dst = ipv4_of(route.dst);
-    r.tos = route.traffic_class;
-    r.ttl = hops;
-    r.identification = 0;
-    r.dont_fragment = true;
-    r.emit(ip, udp_len);
-  } else {
-    wire::Ipv6Repr r;
-    r.src = ipv6_of(route.src);
-    r.dst = ipv6_of(route.dst);
-    r.traffic_class = route.traffic_class;
-    r.flow_label = route.flow_label & 0xFFFFF;
-    r.hop_limit = hops;
-    r.emit(ip, udp_len);
-  }
+  // The header the engine sealed the ICRC over, with the TTL the socket really sends: the
+  // route's hop limit, the kernel's default (64) for 0; a received packet's is not reported
+  // to us.
+  core::Endpoints as_sent = route;
+  as_sent.hop_limit = direction == Direction::tx && route.hop_limit != 0 ? route.hop_limit : 64;
+  core::write_ip_header(as_sent, udp_len, ip);
   std::uint8_t* udp = ip + ip_len;
   wire::Udp::src_port::set(udp, route.src_port);
   wire::Udp::dst_port::set(udp, dst_port);
