@@ -14,16 +14,23 @@ constexpr std::size_t kCorruptFrom = wire::Bth::length;
 }  // namespace
 
 FaultStage::FaultStage(const net::FaultPlan& plan)
-    : tx_(plan.tx, net::direction_seed(plan, false), kCorruptFrom),
+    : tx_active_(plan.tx.any()),
+      rx_active_(plan.rx.any()),
+      tx_(plan.tx, net::direction_seed(plan, false), kCorruptFrom),
       rx_(plan.rx, net::direction_seed(plan, true), kCorruptFrom) {}
 
 void FaultStage::send(core::Time now, core::TxPacket packet, std::vector<core::TxPacket>& out) {
-  tx_.push(now, std::move(packet), out);
+  if (tx_active_) {
+    tx_.push(now, std::move(packet), out);
+  } else {
+    out.push_back(std::move(packet));
+  }
 }
 
 void FaultStage::release(core::Time now, std::vector<core::TxPacket>& out) { tx_.release(now, out); }
 
 std::span<const core::RxPacket> FaultStage::receive(core::Time now, std::span<const core::RxPacket> in) {
+  if (!rx_active_) return in;
   ready_.clear();
   for (const core::RxPacket& p : in) rx_.push(now, Received{p, {p.bytes.begin(), p.bytes.end()}}, ready_);
   rx_.release(now, ready_);
