@@ -30,36 +30,32 @@ void on_cq_event(std::uint32_t cq_handle) {
   if (it != r.cqs.end() && it->second->channel != nullptr) notify_channel(it->second->channel, it->second);
 }
 
+// The object `handle` names in `map`, and its context; false when it is gone.
+template <class Object>
+bool name(const std::unordered_map<std::uint32_t, Object*>& map, std::uint32_t handle, Object*& element,
+          ibv_context*& ctx) {
+  auto it = map.find(handle);
+  if (it == map.end()) return false;
+  element = it->second;
+  ctx = it->second->context;
+  return true;
+}
+
 // The ibv_async_event for an engine event, or false when its object is gone.
 bool to_ibv(Routes& r, const core::AsyncEvent& e, ibv_async_event& out, ibv_context*& ctx) {
   out.event_type = static_cast<ibv_event_type>(e.type);
   switch (e.type) {
-    case core::AsyncEventType::cq_err: {
-      auto it = r.cqs.find(e.element);
-      if (it == r.cqs.end()) return false;
-      out.element.cq = it->second;
-      ctx = it->second->context;
-      return true;
-    }
+    case core::AsyncEventType::cq_err:
+      return name(r.cqs, e.element, out.element.cq, ctx);
     case core::AsyncEventType::srq_err:
-    case core::AsyncEventType::srq_limit_reached: {
-      auto it = r.srqs.find(e.element);
-      if (it == r.srqs.end()) return false;
-      out.element.srq = it->second;
-      ctx = it->second->context;
-      return true;
-    }
+    case core::AsyncEventType::srq_limit_reached:
+      return name(r.srqs, e.element, out.element.srq, ctx);
     case core::AsyncEventType::device_fatal:
     case core::AsyncEventType::port_active:
     case core::AsyncEventType::port_err:
       return false;  // no context to name yet: the port never changes state
-    default: {
-      auto it = r.qps.find(e.element);
-      if (it == r.qps.end()) return false;
-      out.element.qp = it->second;
-      ctx = it->second->context;
-      return true;
-    }
+    default:
+      return name(r.qps, e.element, out.element.qp, ctx);
   }
 }
 

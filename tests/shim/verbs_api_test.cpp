@@ -400,3 +400,61 @@ TEST_CASE("sysfs helpers: a virtual device folder, real files elsewhere", "[shim
   std::remove(file.c_str());
   ::rmdir(dir);
 }
+
+namespace {
+
+// Waits up to a second for the context's next async event.
+bool next_async_event(ibv_context* ctx, ibv_async_event& event) {
+  pollfd p{ctx->async_fd, POLLIN, 0};
+  if (::poll(&p, 1, 1000) != 1) return false;
+  return ibv_get_async_event(ctx, &event) == 0;
+}
+
+void move_qp(ibv_qp* qp, ibv_qp_state state) {
+  ibv_qp_attr attr{};
+  attr.qp_state = state;
+  int mask = IBV_QP_STATE;
+  if (state == IBV_QPS_INIT) {
+    attr.port_num = 1;
+    mask |= IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+  }
+  REQUIRE(ibv_modify_qp(qp, &attr, mask) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the engine's async events reach async_fd naming the shim's objects", "[shim]") {
+  Device d;
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  REQUIRE(pd != nullptr);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
+  REQUIRE(cq != nullptr);
+  ibv_srq_init_attr srq_attr{};
+  srq_attr.attr.max_wr = 4;
+  srq_attr.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &srq_attr);
+  REQUIRE(srq != nullptr);
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.srq = srq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = 1;
+  init.cap.max_send_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &init);
+  REQUIRE(qp != nullptr);
+
+  // A QP on an SRQ that enters ERR reports its last WQE (IBTA vol. 1 s11.6.3.2).
+  move_qp(qp, IBV_QPS_INIT);
+  move_qp(qp, IBV_QPS_ERR);
+  ibv_async_event event{};
+  REQUIRE(next_async_event(d.ctx, event));
+  CHECK(event.event_type == IBV_EVENT_QP_LAST_WQE_REACHED);
+  CHECK(event.element.qp == qp);
+  ibv_ack_async_event(&event);
+  CHECK(qp->events_completed == 1);
+
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+}
