@@ -166,6 +166,9 @@ class Device {
 
   // The device's counters; `qps` sums every QP's, live or destroyed.
   DeviceCounters counters() const;
+  // Fault injection (SOFTRDMA_FAULTS "rnr=K"): the next `count` RC requests that need a
+  // receive WQE are answered with an RNR NAK as if the receive queue were empty (s9.7.5.1.5).
+  void force_rnr(std::uint32_t count) { forced_rnr_ = count; }
   const Qp* qp(std::uint32_t qpn) const;
 
  // Engine internals, shared by the requester, responder and completer (transport.hpp).
@@ -211,6 +214,7 @@ class Device {
   std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
   std::size_t transmit_cursor_ = 0;  // round robin over QPs for requests and READ responses
   DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
+  std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
 };
 
 }  // namespace softrdma::core

@@ -315,14 +315,17 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   if ((oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) && !rc) return reject(d, q, p, wire::NakCode::invalid_request);
 
   // A message that needs a receive WQE waits for one: RNR NAK (s9.7.5.1.5), and the
-  // requester sends the packet again later. UC cannot wait: the message is dropped.
+  // requester sends the packet again later. UC cannot wait: the message is dropped. Fault
+  // injection can make an RC request find the receive queue empty (Device::force_rnr).
   const bool needs_recv = oi.is(OpFlag::consumes_recv) && (oi.is(OpFlag::first) || !oi.is(OpFlag::send));
-  if (needs_recv && !recv_available(d, q)) {
+  const bool forced_rnr = needs_recv && rc && d.forced_rnr_ > 0;
+  if (needs_recv && (forced_rnr || !recv_available(d, q))) {
     if (!rc) {
       q.uc_dropping = !oi.is(OpFlag::last);
       ++d.counters_.dropped;
       return;
     }
+    if (forced_rnr) --d.forced_rnr_;
     ++q.counters.send_rnr_err;
     queue_ack(q, psn, wire::make_syndrome(wire::AckKind::rnr_nak, q.attr.min_rnr_timer));
     return;

@@ -43,7 +43,10 @@ HostStart EmbeddedHost::start(HostConfig config) {
     if (!capture.stage) return {nullptr, capture.error};
     host->capture_ = std::move(capture.stage);
   }
-  if (config.faults) host->faults_.emplace(*config.faults);
+  if (config.faults) {
+    host->faults_.emplace(*config.faults, steady_now());
+    host->device_.force_rnr(config.faults->forced_rnr);  // no other thread runs yet
+  }
   try {
     host->thread_ = std::thread([h = host.get()] { h->run(); });
   } catch (const std::system_error& e) {

@@ -13,14 +13,18 @@ constexpr std::size_t kCorruptFrom = wire::Bth::length;
 
 }  // namespace
 
-FaultStage::FaultStage(const net::FaultPlan& plan)
-    : tx_active_(plan.tx.any()),
-      rx_active_(plan.rx.any()),
+FaultStage::FaultStage(const net::FaultPlan& plan, core::Time start)
+    : tx_active_(plan.tx.any() || plan.link_down),
+      rx_active_(plan.rx.any() || plan.link_down),
+      start_(start),
+      link_down_(plan.link_down),
       tx_(plan.tx, net::direction_seed(plan, false), kCorruptFrom),
       rx_(plan.rx, net::direction_seed(plan, true), kCorruptFrom) {}
 
 void FaultStage::send(core::Time now, core::TxPacket packet, std::vector<core::TxPacket>& out) {
-  if (tx_active_) {
+  if (link_down(now)) {
+    tx_.count_link_down();
+  } else if (tx_active_) {
     tx_.push(now, std::move(packet), out);
   } else {
     out.push_back(std::move(packet));
@@ -32,7 +36,14 @@ void FaultStage::release(core::Time now, std::vector<core::TxPacket>& out) { tx_
 std::span<const core::RxPacket> FaultStage::receive(core::Time now, std::span<const core::RxPacket> in) {
   if (!rx_active_) return in;
   ready_.clear();
-  for (const core::RxPacket& p : in) rx_.push(now, Received{p, {p.bytes.begin(), p.bytes.end()}}, ready_);
+  const bool down = link_down(now);
+  for (const core::RxPacket& p : in) {
+    if (down) {
+      rx_.count_link_down();
+    } else {
+      rx_.push(now, Received{p, {p.bytes.begin(), p.bytes.end()}}, ready_);
+    }
+  }
   rx_.release(now, ready_);
   views_.clear();
   for (Received& r : ready_) {

@@ -1,7 +1,9 @@
 // The fault stage between the engine and the socket (SOFTRDMA_FAULTS, net/fault_plan.hpp):
 // packets the engine sends pass the tx line before the socket, packets the socket receives
 // pass the rx line before the engine. Held packets leave when next_release() comes, so the
-// host wakes for them as for the engine's timers.
+// host wakes for them as for the engine's timers. While the plan's link is down, packets of
+// both directions are dropped before their lines. (The plan's forced RNRs are the engine's:
+// the host passes them to core::Device::force_rnr.)
 #pragma once
 
 #include <optional>
@@ -20,7 +22,8 @@ struct FaultStats {
 
 class FaultStage {
  public:
-  explicit FaultStage(const net::FaultPlan& plan);
+  // `start`: when the device started, the origin of the plan's link-down window.
+  FaultStage(const net::FaultPlan& plan, core::Time start);
 
   // Takes a packet the engine sent; appends to `out` what may go to the socket now.
   void send(core::Time now, core::TxPacket packet, std::vector<core::TxPacket>& out);
@@ -45,10 +48,14 @@ class FaultStage {
     std::vector<std::uint8_t>& operator()(Received& r) const { return r.bytes; }
   };
 
+  bool link_down(core::Time now) const { return link_down_ && now >= start_ && link_down_->covers(now - start_); }
+
   // A direction without faults passes its packets straight on: no copy of every received
   // packet, no dice rolled.
   const bool tx_active_;
   const bool rx_active_;
+  const core::Time start_;
+  const std::optional<net::LinkDown> link_down_;
   net::FaultLine<core::TxPacket, TxBytes> tx_;
   net::FaultLine<Received, RxBytes> rx_;
   std::vector<Received> ready_;       // rx packets handed out by the last receive()

@@ -1,5 +1,6 @@
 #include "emulator/net/fault_plan.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -43,10 +44,37 @@ std::optional<core::Time> duration(std::string_view v) {
   return std::nullopt;
 }
 
-// Applies NAME=VALUE (with its :SUB=VALUE options) to one direction's rates; an error text
-// or empty.
-std::string apply(FaultRates& r, std::string_view name, std::string_view value, std::string_view options) {
+// "3+7+12" → {3, 7, 12}, sorted: 1-based packet positions.
+std::optional<std::vector<std::uint64_t>> positions(std::string_view v) {
+  std::vector<std::uint64_t> out;
+  const std::string err = for_each_listed(v, [&](std::string_view part) -> std::string {
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+    if (ec != std::errc() || end != part.data() + part.size() || n == 0) return "bad";
+    out.push_back(n);
+    return {};
+  });
+  if (!err.empty()) return std::nullopt;
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Applies NAME=VALUE (with its :SUB=VALUE options) to one direction; an error text or empty.
+std::string apply(DirectionFaults& dir, std::string_view name, std::string_view value, std::string_view options) {
   const auto bad = [&](std::string_view what) { return std::string(what) + " in '" + std::string(name) + "=" + std::string(value) + "'"; };
+  if (name == "opcode" || name == "qp" || name == "drop") {
+    if (!options.empty()) return bad("no options are allowed");
+    if (name == "drop") {
+      auto at = positions(value);
+      if (!at) return bad("packet numbers from 1, '+'-separated, are expected");
+      dir.drop_nth.insert(dir.drop_nth.end(), at->begin(), at->end());
+      std::sort(dir.drop_nth.begin(), dir.drop_nth.end());
+      return {};
+    }
+    const std::string err = name == "opcode" ? dir.filter.add_opcodes(value) : dir.filter.add_qps(value);
+    return err.empty() ? err : bad(err);
+  }
+  FaultRates& r = dir.rates;
   if (name == "delay") {
     const auto d = duration(value);
     if (!d) return bad("a duration such as 200us is expected");
@@ -58,7 +86,7 @@ std::string apply(FaultRates& r, std::string_view name, std::string_view value, 
     else if (name == "dup") r.dup = *p;
     else if (name == "corrupt") r.corrupt = *p;
     else if (name == "reorder") r.reorder = *p;
-    else return "unknown fault '" + std::string(name) + "' (loss, dup, corrupt, reorder, delay, seed)";
+    else return "unknown fault '" + std::string(name) + "' (loss, dup, corrupt, reorder, delay, opcode, qp, drop, rnr, linkdown, seed)";
   }
   while (!options.empty()) {
     const std::size_t colon = options.find(':');
@@ -84,6 +112,21 @@ std::string apply(FaultRates& r, std::string_view name, std::string_view value, 
   return {};
 }
 
+// "linkdown=AT[:for=DURATION]".
+std::string apply_link_down(FaultPlan& plan, std::string_view item, std::string_view value, std::string_view options) {
+  const auto at = duration(value == "0" ? "0s" : value);
+  if (!at) return "a duration such as 100ms is expected in '" + std::string(item) + "'";
+  LinkDown down{*at};
+  if (!options.empty()) {
+    if (!options.starts_with("for=")) return "only ':for=DURATION' may follow in '" + std::string(item) + "'";
+    const auto length = duration(options.substr(4));
+    if (!length || *length == 0) return "for= needs a duration such as 2s in '" + std::string(item) + "'";
+    down.length = *length;
+  }
+  plan.link_down = down;
+  return {};
+}
+
 }  // namespace
 
 FaultParse parse_faults(std::string_view spec) {
@@ -100,12 +143,20 @@ FaultParse parse_faults(std::string_view spec) {
     const std::size_t colon = rest.find(':');
     const std::string_view value = rest.substr(0, colon);
     const std::string_view options = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
-    if (name == "seed") {
-      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), plan.seed);
-      if (ec != std::errc() || end != value.data() + value.size() || !options.empty())
-        return {std::nullopt, "seed needs a number in '" + std::string(item) + "'"};
+    if (name == "seed" || name == "rnr" || name == "rx.rnr") {
+      std::uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size() || !options.empty() || (name != "seed" && n > 0xFFFF'FFFF))
+        return {std::nullopt, std::string(name) + " needs a number in '" + std::string(item) + "'"};
+      if (name == "seed") plan.seed = n;
+      else plan.forced_rnr = static_cast<std::uint32_t>(n);
       continue;
     }
+    if (name == "linkdown") {
+      if (std::string err = apply_link_down(plan, item, value, options); !err.empty()) return {std::nullopt, err};
+      continue;
+    }
+    if (name == "tx.rnr") return {std::nullopt, "rnr applies to the requests the device receives: 'rnr=K', not 'tx.rnr'"};
     bool tx = true, rx = true;
     if (name.starts_with("tx.")) {
       rx = false;
@@ -114,7 +165,7 @@ FaultParse parse_faults(std::string_view spec) {
       tx = false;
       name.remove_prefix(3);
     }
-    for (FaultRates* r : {tx ? &plan.tx : nullptr, rx ? &plan.rx : nullptr}) {
+    for (DirectionFaults* r : {tx ? &plan.tx : nullptr, rx ? &plan.rx : nullptr}) {
       if (r == nullptr) continue;
       if (std::string err = apply(*r, name, value, options); !err.empty()) return {std::nullopt, err};
     }

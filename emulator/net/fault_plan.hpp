@@ -5,7 +5,11 @@
 //
 // SOFTRDMA_FAULTS="loss=1%,reorder=2%:depth=4,dup=0.5%,delay=200us:jitter=50us,corrupt=0.1%,seed=42"
 // An item applies to both directions; "tx." or "rx." before its name limits it to packets the
-// device sends or receives ("rx.loss=5%").
+// device sends or receives ("rx.loss=5%"). "opcode=" and "qp=" limit a direction's faults to
+// the packets they name (fault_filter.hpp). Scripted faults: "drop=N+M" drops the Nth and Mth
+// packet that the direction's filter matches; "rnr=K" makes the device answer its next K RC
+// requests that need a receive WQE with an RNR NAK; "linkdown=AT:for=DURATION" drops every
+// packet both ways from AT after the device starts, for DURATION (no "for": for good).
 #pragma once
 
 #include <cstdint>
@@ -14,9 +18,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "emulator/core/verbs_types.hpp"
+#include "emulator/net/fault_filter.hpp"
 
 namespace softrdma::net {
 
@@ -31,10 +37,28 @@ struct FaultRates {
   bool any() const { return loss > 0 || dup > 0 || corrupt > 0 || reorder > 0 || delay_ns > 0 || jitter_ns > 0; }
 };
 
+// Everything that happens to one direction's packets.
+struct DirectionFaults {
+  FaultRates rates;
+  FaultFilter filter;                  // which packets the rates and drop_nth apply to
+  std::vector<std::uint64_t> drop_nth;  // 1-based positions among the matching packets, sorted
+  bool any() const { return rates.any() || !drop_nth.empty(); }
+};
+
+// The link is down from `at` after the device starts until `at + length` (kForever: for good).
+struct LinkDown {
+  static constexpr core::Time kForever = ~core::Time{0};
+  core::Time at = 0;
+  core::Time length = kForever;
+  bool covers(core::Time since_start) const { return since_start >= at && since_start - at < length; }
+};
+
 struct FaultPlan {
-  FaultRates tx;
-  FaultRates rx;
+  DirectionFaults tx;
+  DirectionFaults rx;
   std::uint64_t seed = 1;
+  std::uint32_t forced_rnr = 0;  // "rnr=K" (core::Device::force_rnr)
+  std::optional<LinkDown> link_down;
 };
 
 struct FaultParse {
@@ -51,7 +75,9 @@ inline std::uint64_t direction_seed(const FaultPlan& plan, bool rx) {
 
 struct FaultCounters {
   std::uint64_t passed = 0;
-  std::uint64_t lost = 0;
+  std::uint64_t lost = 0;             // random loss
+  std::uint64_t dropped_nth = 0;      // "drop=N"
+  std::uint64_t link_down = 0;        // dropped while the link was down
   std::uint64_t duplicated = 0;
   std::uint64_t corrupted = 0;
   std::uint64_t reordered = 0;
@@ -85,15 +111,28 @@ class FaultDice {
 };
 
 // One direction's line: packets go in, and come out when their fate allows, possibly twice,
-// possibly changed, possibly never. `Bytes(item)` gives an item's mutable bytes.
+// possibly changed, possibly never. `Bytes(item)` gives an item's mutable bytes, a UDP payload
+// starting with the BTH. Packets the filter does not match pass untouched and roll no dice, so
+// the decisions depend only on the matching packets and their order.
 template <class T, class Bytes>
 class FaultLine {
  public:
-  FaultLine(const FaultRates& rates, std::uint64_t seed, std::size_t corrupt_from = 0)
-      : dice_(rates, seed, corrupt_from) {}
+  FaultLine(DirectionFaults faults, std::uint64_t seed, std::size_t corrupt_from = 0)
+      : dice_(faults.rates, seed, corrupt_from), filter_(std::move(faults.filter)), drop_nth_(std::move(faults.drop_nth)) {}
 
   // Takes `item` at `now`; appends to `out` what may leave now.
   void push(core::Time now, T item, std::vector<T>& out) {
+    if (!filter_.matches(Bytes{}(item))) {
+      ++counters_.passed;
+      out.push_back(std::move(item));
+      return;
+    }
+    ++matched_;
+    while (next_drop_ < drop_nth_.size() && drop_nth_[next_drop_] < matched_) ++next_drop_;
+    if (next_drop_ < drop_nth_.size() && drop_nth_[next_drop_] == matched_) {
+      ++counters_.dropped_nth;
+      return;
+    }
     const Fate f = dice_.roll(Bytes{}(item).size());
     if (f.lost) {
       ++counters_.lost;
@@ -131,6 +170,8 @@ class FaultLine {
   }
 
   const FaultCounters& counters() const { return counters_; }
+  // Counts a packet the link dropped before it reached this line.
+  void count_link_down() { ++counters_.link_down; }
 
  private:
   // A reordered packet waits for the later packets that overtake it, but no longer than
@@ -162,6 +203,10 @@ class FaultLine {
   }
 
   FaultDice dice_;
+  FaultFilter filter_;
+  std::vector<std::uint64_t> drop_nth_;
+  std::size_t next_drop_ = 0;   // the first drop_nth_ entry not yet passed
+  std::uint64_t matched_ = 0;  // packets the filter matched so far
   std::deque<Held> held_;
   FaultCounters counters_;
 };

@@ -345,6 +345,35 @@ TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_t
   CHECK(tl.qp().counters.send_rnr_err == 2);
 }
 
+TEST_CASE("responder: forced RNR (fault injection) turns away the next K requests that need a receive, even with one posted", "[timeline][responder][rnr]") {
+  Config c;
+  c.min_rnr_timer = 3;
+  Timeline tl(c);
+  const std::uint32_t e = tl.epsn();
+  const auto m = bytes(64, 6);
+  tl.post_recv(9, 512, 1024);
+  tl.dev().force_rnr(2);
+
+  // A WRITE needs no receive WQE: not counted against the two.
+  tl.deliver(1'000, write_only(e, tl.va(4096), tl.rkey(), bytes(16, 2)).ackreq());
+  tl.expect(1'000, ack(e, 1));
+  const std::uint32_t s = psn(e, 1);
+  tl.deliver(2'000, send_only(s, m).ackreq());
+  tl.expect(2'000, rnr_nak(s, 3, 1));
+  tl.deliver(3'000, send_only(s, m).ackreq());
+  tl.expect(3'000, rnr_nak(s, 3, 1));
+  CHECK(tl.recv_wcs().empty());
+  // The third attempt finds the receive that was there all along.
+  tl.deliver(4'000, send_only(s, m).ackreq());
+  tl.expect(4'000, ack(s, 2));
+  tl.expect_nothing(4'000);
+  const auto rwc = tl.recv_wcs();
+  REQUIRE(rwc.size() == 1);
+  check_wc(rwc[0], 9, WcStatus::success);
+  CHECK(tl.get(512, 64) == m);
+  CHECK(tl.qp().counters.send_rnr_err == 2);
+}
+
 TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK; the QP errs and answers nothing more", "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();

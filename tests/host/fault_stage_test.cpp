@@ -2,6 +2,7 @@
 // between two hosts on loopback. RC must deliver every byte anyway, and the receiving
 // engine's ICRC counter must see exactly the corruptions injected towards it.
 #include <cstring>
+#include <thread>
 
 #include "tests/host/host_fixture.hpp"
 
@@ -72,6 +73,65 @@ TEST_CASE("the same seed drops the same packets: two runs of one exchange lose a
   }
   CHECK(lost[0] > 0);
   CHECK(lost[0] == lost[1]);
+}
+
+TEST_CASE("link down past retry_cnt: the WR completes with RETRY_EXC_ERR and the rest are flushed", "[host][faults]") {
+  // The link goes down 500 ms after a's device starts, for good; timeout 10 (4.2 ms) x 3 retries.
+  Node a(faulty("127.83.42.1", "linkdown=500ms"));
+  Node b("127.83.42.2");
+  RcOptions o;
+  o.timeout = 10;
+  o.retry_cnt = 3;
+  RcPair p(a, b, o);
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 1, {a.sge(0, 64)}, b.addr(0), b.mr.rkey));
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);  // before the link goes down
+  std::this_thread::sleep_for(550ms);
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 2, {a.sge(0, 64)}, b.addr(0), b.mr.rkey));
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 3, {a.sge(0, 64)}, b.addr(0), b.mr.rkey));
+  const std::vector<core::Wc> wcs = a.wait(a.send_cq, 2);
+  CHECK(wcs[0].wr_id == 2);
+  CHECK(wcs[0].status == WcStatus::retry_exc_err);
+  CHECK(wcs[1].wr_id == 3);
+  CHECK(wcs[1].status == WcStatus::wr_flush_err);
+  const host::HostStats s = a.host->stats();
+  CHECK(s.faults.tx.link_down == 8);  // both WRITEs, the first try and 3 retries (go-back-N)
+  CHECK(s.device.qps.retry_exceeded_err == 1);
+}
+
+TEST_CASE("a link that comes back within retry_cnt loses nothing; forced RNRs are retried", "[host][faults]") {
+  Node a(faulty("127.83.43.1", "linkdown=0s:for=30ms"));
+  Node b(faulty("127.83.43.2", "rnr=2"));
+  RcOptions o;
+  o.timeout = 12;  // 16.8 ms x 7 retries outlasts the 30 ms outage
+  o.min_rnr_timer = 1;
+  RcPair p(a, b, o);
+  b.post_recv(p.qb, 7, 0, 256);
+  fill_pattern(a.buffer, 0, 128, 3);
+  a.post_send(p.qa, make_wr(WrOpcode::send, 5, {a.sge(0, 128)}));
+  const core::Wc sent = a.wait(a.send_cq, 1).at(0);
+  CHECK(sent.status == WcStatus::success);
+  const core::Wc got = b.wait(b.recv_cq, 1).at(0);
+  CHECK(got.status == WcStatus::success);
+  CHECK(got.byte_len == 128);
+  CHECK(std::memcmp(a.buffer.data(), b.buffer.data(), 128) == 0);
+  CHECK(b.host->stats().device.qps.send_rnr_err == 2);
+  CHECK(a.host->stats().device.qps.rcvd_rnr_err == 2);
+}
+
+TEST_CASE("drop=N with an opcode filter loses exactly that packet: one ACK, and RC recovers", "[host][faults]") {
+  Node a("127.83.44.1");
+  Node b(faulty("127.83.44.2", "tx.opcode=ack,tx.drop=2"));
+  RcOptions o;
+  o.timeout = 8;
+  RcPair p(a, b, o);
+  for (std::uint64_t i = 0; i < 4; ++i) {
+    a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, i, {a.sge(0, 64)}, b.addr(0), b.mr.rkey));
+    CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  }
+  const host::HostStats s = b.host->stats();
+  CHECK(s.faults.tx.dropped_nth == 1);
+  CHECK(s.faults.tx.lost == 0);
+  CHECK(qp_counters(a, p.qa).retransmitted_pkts >= 1);  // the WRITE whose ACK was lost
 }
 
 }  // namespace
