@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "emulator/core/verbs_types.hpp"
+
 namespace softrdma::core {
 
 struct QpCounters {
@@ -46,6 +48,16 @@ struct DeviceCounters {
   std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check
   std::uint64_t unknown_qp = 0;   // packets for a QPN that does not exist
   std::uint64_t dropped = 0;      // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC
+};
+
+// One live QP as `softrdma stats` lists it (rdma-core's `rdma statistic qp` shows the same
+// counters per QP, named by its LQPN).
+struct QpStats {
+  std::uint32_t qpn = 0;
+  QpType type = QpType::rc;
+  QpState state = QpState::reset;
+  std::uint32_t dest_qpn = 0;  // RC/UC: the connected QP (0 before RTR); UD: 0
+  QpCounters counters;
 };
 
 }  // namespace softrdma::core

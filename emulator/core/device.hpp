@@ -169,6 +169,8 @@ class Device {
   // Fault injection (SOFTRDMA_FAULTS "rnr=K"): the next `count` RC requests that need a
   // receive WQE are answered with an RNR NAK as if the receive queue were empty (s9.7.5.1.5).
   void force_rnr(std::uint32_t count) { forced_rnr_ = count; }
+  // Every live QP's counters, state and peer, in QPN order.
+  std::vector<QpStats> qp_stats() const;
   const Qp* qp(std::uint32_t qpn) const;
 
  // Engine internals, shared by the requester, responder and completer (transport.hpp).

@@ -118,6 +118,15 @@ DeviceCounters Device::counters() const {
   return sum;
 }
 
+std::vector<QpStats> Device::qp_stats() const {
+  std::vector<QpStats> out;  // in QPN order, as the table's slots are (handle = qpn - first_qpn + 1)
+  const_cast<HandleTable<std::unique_ptr<Qp>>&>(qps_).for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) {
+    const bool connected = q->init.qp_type != QpType::ud;
+    out.push_back({q->qpn, q->init.qp_type, q->state(), connected ? q->attr.dest_qp_num : 0, q->counters});
+  });
+  return out;
+}
+
 Expected<std::uint32_t> Device::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
                                         std::uint64_t addr, std::uint64_t length, std::uint32_t acc,
                                         std::optional<std::uint64_t> signal_wr_id) {
