@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/process_stats.hpp"
 
 namespace softrdma::shim {
 
@@ -87,6 +88,7 @@ BoundDevice start() {
     }
     config.faults = parsed.plan;
   }
+  arm_exit_snapshot();  // before the host, so that it runs after the capture's exit flush
   host::HostStart started = host::EmbeddedHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;
@@ -101,6 +103,7 @@ BoundDevice start() {
   bound.identity = make_identity(*address, find_interface(*address));
   bound.host = started.host.release();  // never freed: see host_link.hpp
   bound.host->set_event_handlers(on_cq_event, on_async_event);
+  set_exit_snapshot_host(bound.host);
   return bound;
 }
 

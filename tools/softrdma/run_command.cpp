@@ -19,7 +19,7 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--] PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
     "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
@@ -41,6 +41,9 @@ constexpr const char* kUsage =
     "                   e.g. 'loss=1%,dup=0.5%,reorder=2%:depth=4,delay=200us:jitter=50us,\n"
     "                   corrupt=0.1%,seed=42'; 'tx.' or 'rx.' before a name limits it to one\n"
     "                   direction. The same seed and run make the same decisions.\n"
+    "  --stats FILE     when PROGRAM exits normally, write srdma0's counters to FILE as one JSON\n"
+    "                   object (device, QP sum, UDP, capture and fault counters, live QPs;\n"
+    "                   sets SOFTRDMA_STATS_FILE).\n"
     "  --help           this text\n"
     "\n"
     "Environment (the options replace both address variables):\n"
@@ -50,6 +53,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_NETDEV   as --netdev (not together with SOFTRDMA_IP)\n"
     "  SOFTRDMA_CAPTURE  as --capture (empty: no capture)\n"
     "  SOFTRDMA_FAULTS   as --faults (empty: none)\n"
+    "  SOFTRDMA_STATS_FILE  as --stats (empty: none)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
@@ -215,6 +219,7 @@ int run_main(int argc, char** argv) {
   AddressFlags flags;
   const char* capture = nullptr;
   const char* faults = nullptr;
+  const char* stats = nullptr;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -235,6 +240,9 @@ int run_main(int argc, char** argv) {
     } else if (a == "--faults" || a.starts_with("--faults=")) {
       faults = a == "--faults" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--faults=");
       if (faults == nullptr || *faults == '\0') return fail(2, "--faults needs a plan (e.g. --faults loss=1%,seed=7)");
+    } else if (a == "--stats" || a.starts_with("--stats=")) {
+      stats = a == "--stats" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--stats=");
+      if (stats == nullptr || *stats == '\0') return fail(2, "--stats needs a file name (e.g. --stats counters.json)");
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {
@@ -242,11 +250,12 @@ int run_main(int argc, char** argv) {
     }
   }
   if (i >= argc) {
-    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--] PROGRAM [ARGS...])");
+    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--] PROGRAM [ARGS...])");
   }
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
   if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
   if (faults != nullptr) export_setting("SOFTRDMA_FAULTS", faults);
+  if (stats != nullptr) export_setting("SOFTRDMA_STATS_FILE", stats);
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {

@@ -1,0 +1,39 @@
+// One process's softrdma counters as a JSON object: what SOFTRDMA_STATS_FILE holds at exit and
+// what the process's stats endpoint answers to `softrdma stats` (the one serializer of both).
+//
+// The object, on one line:
+//   {"format":1, "pid":N, "program":"...", "device":"srdma0", "address":"127.0.0.1",
+//    "counters":{every core::DeviceCounters field, the QP sum flattened: sent_pkts, ...,
+//                icrc_err, malformed, unknown_qp, dropped},
+//    "udp":{every net::UdpCounters field}, "capture":{frames_written, frames_dropped},
+//    "faults":{"tx":{every net::FaultCounters field}, "rx":{...}},
+//    "qps":[{"qpn":N, "type":"RC", "state":"RTS", "dest_qpn":N, every core::QpCounters field}]}
+// "counters" counts every QP the process ever had (destroyed ones too); "qps" lists the QPs
+// alive at that moment. Numbers are unsigned decimal integers; a new field may be added, an
+// existing one keeps its name and meaning ("format" changes if one ever must not).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "emulator/core/counters.hpp"
+#include "emulator/host/embedded_host.hpp"
+
+namespace softrdma::host {
+
+struct StatsReport {
+  long pid = 0;
+  std::string program;  // the program's short name (argv[0]'s last part)
+  std::string device;   // "srdma0"
+  std::string address;  // the address the device's socket holds
+  HostStats host;
+  std::vector<core::QpStats> qps;  // the live QPs, in QPN order
+};
+
+std::string to_json(const StatsReport& report);
+
+// "RC", "UC", "UD"; "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" (ibv_qp_state's names).
+const char* type_name(core::QpType type);
+const char* state_name(core::QpState state);
+
+}  // namespace softrdma::host
