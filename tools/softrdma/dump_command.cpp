@@ -1,12 +1,16 @@
 #include "tools/softrdma/dump_command.hpp"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "emulator/net/pcap_file.hpp"
 #include "tools/dump/iwarp_capture.hpp"
+#include "tools/softrdma/follow_dump.hpp"
 #include "tools/softrdma/frame_judge.hpp"
 #include "tools/softrdma/iwarp_describe.hpp"
 #include "tools/softrdma/record.hpp"
@@ -16,7 +20,7 @@ namespace softrdma::dump {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma dump [--check] [--json] FILE\n"
+    "usage: softrdma dump [--check] [--json] [--follow QPN [--peer QPN]] FILE\n"
     "\n"
     "Decodes a pcap or pcapng capture: one line per packet with addresses, the BTH opcode,\n"
     "destination QP, PSN, AckReq and every extension header (RETH, AETH, AtomicETH,\n"
@@ -26,6 +30,18 @@ constexpr const char* kUsage =
     "  --check   exit 1 if any packet is malformed or fails its ICRC (snaplen-truncated\n"
     "            packets get no verdict)\n"
     "  --json    one JSON object per line, the summary last\n"
+    "  --follow QPN\n"
+    "            only the conversation of one RC, UC or UD QP (decimal or 0x hex): the packets\n"
+    "            addressed to it (dir=in) and those its address sends to its peer QP (dir=out),\n"
+    "            the peer found from the traffic (UD: the DETH source QP). Each line gets flags\n"
+    "            per direction (IBTA vol. 1 ch. 9): gap=N (N request PSNs skipped),\n"
+    "            retransmission (a PSN seen before), late (behind the furthest PSN, first\n"
+    "            seen), duplicate (the same bytes twice in a row), nak=KIND (with rnr_delay_us\n"
+    "            for RNR), read_gap=N (READ response PSNs missing), bad_icrc (dropped by the\n"
+    "            receiver, so not counted in the PSN analysis); ACK coalescing is normal.\n"
+    "            The first line names both QPs; a summary per direction ends the output.\n"
+    "  --peer QPN\n"
+    "            with --follow: the peer QP, when the followed QP talks to several\n"
     "  --help    this text\n"
     "\n"
     "Exit status: 0 success, 1 --check found a bad packet, 2 usage or file error.\n";
@@ -34,7 +50,17 @@ struct Options {
   bool check = false;
   bool json = false;
   const char* file = nullptr;
+  std::optional<std::uint32_t> follow, peer;
 };
+
+// A QPN in decimal or 0x hex, 24 bits (IBTA vol. 1 s9.2: the BTH's DestQP field).
+std::optional<std::uint32_t> parse_qpn(const char* s) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long v = std::strtoul(s, &end, 0);
+  if (errno != 0 || end == s || *end != '\0' || s[0] == '-' || v > 0xFFFFFF) return std::nullopt;
+  return static_cast<std::uint32_t>(v);
+}
 
 struct Summary {
   std::uint64_t packets = 0, roce = 0, icrc_ok = 0, icrc_bad = 0, other = 0, truncated = 0, malformed = 0;
@@ -56,6 +82,15 @@ int dump_main(int argc, char** argv) {
       o.check = true;
     } else if (!std::strcmp(a, "--json")) {
       o.json = true;
+    } else if (!std::strcmp(a, "--follow") || !std::strcmp(a, "--peer")) {
+      const std::optional<std::uint32_t> qpn = i + 1 < argc ? parse_qpn(argv[i + 1]) : std::nullopt;
+      if (!qpn) {
+        std::fprintf(stderr, "softrdma dump: %s needs a QPN (decimal or 0x hex, below 0x1000000), got '%s'\n", a,
+                     i + 1 < argc ? argv[i + 1] : "");
+        return 2;
+      }
+      (a[2] == 'f' ? o.follow : o.peer) = qpn;
+      ++i;
     } else if (!std::strcmp(a, "--help") || !std::strcmp(a, "-h")) {
       std::fputs(kUsage, stdout);
       return 0;
@@ -73,6 +108,10 @@ int dump_main(int argc, char** argv) {
     std::fprintf(stderr, "softrdma dump: no FILE given\n%s", kUsage);
     return 2;
   }
+  if (o.peer && !o.follow) {
+    std::fprintf(stderr, "softrdma dump: --peer needs --follow\n");
+    return 2;
+  }
 
   std::string error;
   auto reader = net::PcapReader::open(o.file, error);
@@ -85,6 +124,7 @@ int dump_main(int argc, char** argv) {
                  reader->link_type());
     return 2;
   }
+  if (o.follow) return follow_dump({*o.follow, o.peer, o.json, o.check, o.file}, *reader);
 
   Summary s;
   std::uint64_t first_ns = 0;

@@ -1,4 +1,4 @@
-// `softrdma dump [--check] [--json] FILE`: one line per packet of a pcap/pcapng file.
+// `softrdma dump [--check] [--json] [--follow QPN [--peer QPN]] FILE`: one line per packet of a pcap/pcapng file.
 #pragma once
 
 namespace softrdma::dump {
