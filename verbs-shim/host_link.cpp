@@ -104,6 +104,7 @@ BoundDevice start() {
   bound.host = started.host.release();  // never freed: see host_link.hpp
   bound.host->set_event_handlers(on_cq_event, on_async_event);
   set_exit_snapshot_host(bound.host);
+  serve_stats(*bound.host);
   return bound;
 }
 

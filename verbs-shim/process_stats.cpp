@@ -9,6 +9,8 @@
 #include <string>
 
 #include "emulator/host/atomic_file.hpp"
+#include "emulator/host/runtime_dir.hpp"
+#include "emulator/host/stats_endpoint.hpp"
 #include "verbs-shim/identity.hpp"
 
 namespace softrdma::shim {
@@ -33,6 +35,10 @@ void write_exit_snapshot() {
   const std::string error = host::write_file_atomically(s.path, host::to_json(process_report(*h)) + "\n");
   if (!error.empty()) std::fprintf(stderr, "softrdma: stats file %s: %s\n", s.path.c_str(), error.c_str());
 }
+
+host::StatsEndpoint* endpoint = nullptr;  // never freed, like the host it reports on
+
+void remove_endpoint() { endpoint->remove_file(); }
 
 std::string absolute(const std::string& path) {
   if (path.starts_with('/')) return path;
@@ -64,5 +70,18 @@ void arm_exit_snapshot() {
 }
 
 void set_exit_snapshot_host(host::EmbeddedHost* h) { exit_snapshot().host.store(h); }
+
+void serve_stats(host::EmbeddedHost& h) {
+  const host::RuntimeDir dir = host::create_runtime_dir();
+  std::string error = dir.error;
+  if (error.empty()) {
+    endpoint = host::StatsEndpoint::open(dir.path, [&h] { return host::to_json(process_report(h)); }, error).release();
+  }
+  if (endpoint == nullptr) {
+    std::fprintf(stderr, "softrdma: 'softrdma stats' cannot see this process: %s\n", error.c_str());
+    return;
+  }
+  std::atexit(remove_endpoint);
+}
 
 }  // namespace softrdma::shim

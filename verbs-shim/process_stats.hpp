@@ -4,6 +4,8 @@
 // SOFTRDMA_STATS_FILE=FILE: when the process exits normally (exit() or a return from main),
 // FILE is written atomically with the device's counters. Not written when the device never
 // started, on _exit() or a fatal signal, nor by a forked child (it is the parent's device).
+//
+// While the process runs, `softrdma stats` reads the same report from its stats endpoint.
 #pragma once
 
 #include "emulator/host/embedded_host.hpp"
@@ -25,5 +27,10 @@ void arm_exit_snapshot();
 
 // The host the exit snapshot reads, once it has started.
 void set_exit_snapshot_host(host::EmbeddedHost* host);
+
+// Serves `softrdma stats` for the life of the process: <runtime dir>/<pid>.sock
+// (emulator/host/stats_endpoint.hpp), removed at exit. A directory that cannot be used costs
+// the live view only: one line on stderr, and the device runs on.
+void serve_stats(host::EmbeddedHost& host);
 
 }  // namespace softrdma::shim

@@ -5,6 +5,7 @@
 #include "tools/softrdma/devices_command.hpp"
 #include "tools/softrdma/dump_command.hpp"
 #include "tools/softrdma/run_command.hpp"
+#include "tools/softrdma/stats_command.hpp"
 #include "tools/softrdma/synth_command.hpp"
 
 namespace {
@@ -18,6 +19,8 @@ constexpr const char* kUsage =
     "  run [--ip ADDR | --netdev IFNAME] [--capture FILE] -- PROGRAM [ARGS]\n"
     "                 run an unmodified RDMA program (ibv_devinfo, perftest, pyverbs...) on softrdma\n"
     "  devices        show softrdma's RDMA devices as programs see them, and their addresses\n"
+    "  stats [--json] [--watch [SECONDS]] [--pid PID]\n"
+    "                 live counters of every running program's device and of its QPs\n"
     "  dump FILE      decode a pcap/pcapng capture of RoCE or iWARP traffic\n"
     "  synth FILE     write a capture of every RoCE opcode built by softrdma's own builders\n"
     "  help           this text\n"
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   }
   if (!std::strcmp(cmd, "run")) return softrdma::run::run_main(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "devices")) return softrdma::devices::devices_main(argc - 1, argv + 1);
+  if (!std::strcmp(cmd, "stats")) return softrdma::stats::stats_main(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "dump")) return softrdma::dump::dump_main(argc - 1, argv + 1);
   if (!std::strcmp(cmd, "synth")) return softrdma::synth::synth_main(argc - 1, argv + 1);
   std::fprintf(stderr, "softrdma: unknown command '%s'\n%s", cmd, kUsage);
