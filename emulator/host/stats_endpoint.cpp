@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -99,6 +100,7 @@ void StatsEndpoint::remove_file() const {
 }
 
 void StatsEndpoint::run() {
+  ::pthread_setname_np(::pthread_self(), "softrdma-stats");  // what top -H and /proc show
   while (true) {
     const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) {
