@@ -76,7 +76,7 @@ TEST_CASE("follow: requests in order and coalesced ACKs carry no flag", "[follow
   CHECK(clean(f.summary(kIn)));
 }
 
-TEST_CASE("follow: a gap says how many PSNs are missing; they come late, and the rewind resends the rest", "[follow]") {
+TEST_CASE("follow: a gap says how many PSNs are missing, they come late, and the rewind resends the rest", "[follow]") {
   Follower f;
   CHECK(clean(feed(f, kOut, rc(Operation::send_first, 100, 256))));
   CHECK(clean(feed(f, kOut, rc(Operation::send_middle, 101, 256))));
@@ -101,7 +101,7 @@ TEST_CASE("follow: a gap says how many PSNs are missing; they come late, and the
   CHECK(f.summary(kIn).nak_count(NakKind::psn_sequence_error) == 1);
 }
 
-TEST_CASE("follow: the same packet twice in a row is a duplicate; once the peer answered, a retransmission", "[follow]") {
+TEST_CASE("follow: the same packet twice in a row is a duplicate, once the peer answered a retransmission", "[follow]") {
   Follower f;
   CHECK(clean(feed(f, kOut, rc(Operation::send_only, 7, 40))));
   const PacketFlags copy = feed(f, kOut, rc(Operation::send_only, 7, 40));
@@ -140,7 +140,7 @@ TEST_CASE("follow: every NAK kind of the AETH syndrome, and the RNR timer's dela
   CHECK(in.nak_count(NakKind::psn_sequence_error) == 0);
 }
 
-TEST_CASE("follow: PSNs wrap at 2^24 without a flag; gaps and resends across the wrap are counted", "[follow]") {
+TEST_CASE("follow: PSNs wrap at 2^24 without a flag, gaps and resends across the wrap are counted", "[follow]") {
   Follower f;
   for (const std::uint32_t psn : {0xFFFFFDu, 0xFFFFFEu, 0xFFFFFFu, 0u, 1u})
     CHECK(clean(feed(f, kOut, rc(Operation::write_middle, psn, 512))));
@@ -154,7 +154,7 @@ TEST_CASE("follow: PSNs wrap at 2^24 without a flag; gaps and resends across the
   CHECK(feed(g, kOut, rc(Operation::send_only, 3, 8)).gap == 4);  // 0xFFFFFF, 0, 1, 2
 }
 
-TEST_CASE("follow: a READ takes one PSN per response packet; missing READ responses are read gaps", "[follow]") {
+TEST_CASE("follow: a READ takes one PSN per response packet, and missing READ responses are read gaps", "[follow]") {
   Follower f;
   // The path MTU is not known yet: a 4 KiB READ takes 1 to 16 PSNs, so 54 is no gap.
   CHECK(clean(feed(f, kOut, read_request(50, 4096))));
@@ -251,7 +251,7 @@ struct Capture {
   }
 };
 
-TEST_CASE("follow: an RC QP's peer is the QP its address answers; several peers need --peer", "[follow]") {
+TEST_CASE("follow: an RC QP's peer is the QP its address answers, and several peers need --peer", "[follow]") {
   Capture cap;
   cap.add(1, 2, to_qp(0x20, rc(Operation::send_only, 1, 4)));  // 10.0.0.1 -> QP 0x20 at .2
   cap.add(2, 1, to_qp(0x30, ack(1)));                          // its answer goes to QP 0x30
@@ -278,7 +278,7 @@ TEST_CASE("follow: an RC QP's peer is the QP its address answers; several peers 
   CHECK(std::get<std::string>(cap.find(0x77)) == "no RoCE packet to or from QP 0x000077");
 }
 
-TEST_CASE("follow: a UD QP's peer is the DETH source QP; two QPs of one number are one conversation", "[follow]") {
+TEST_CASE("follow: a UD QP's peer is the DETH source QP, and two QPs of one number are one conversation", "[follow]") {
   Capture cap;
   cap.add(1, 2, ud_send(0x50, 0x60));
   cap.add(2, 1, ud_send(0x60, 0x50));
@@ -292,13 +292,17 @@ TEST_CASE("follow: a UD QP's peer is the DETH source QP; two QPs of one number a
   CHECK(cap.direction(c, 1) == Direction::out);
   CHECK_FALSE(cap.direction(c, 2));
 
-  Capture same;  // QP 1 on both sides (GSI), and RC QP 0x11 connected to QP 0x11
+  // Each device's first QP has the same number: RC QP 0x11 of .1 connected to QP 0x11 of .2.
+  // The followed one is the end that spoke first.
+  Capture same;
   same.add(1, 2, to_qp(0x11, rc(Operation::send_only, 1, 4)));
   same.add(2, 1, to_qp(0x11, ack(1)));
   const auto one = same.find(0x11);
   REQUIRE(std::holds_alternative<Conversation>(one));
-  CHECK(same.direction(std::get<Conversation>(one), 0).has_value());
-  CHECK(same.direction(std::get<Conversation>(one), 1).has_value());
+  const Conversation& rc11 = std::get<Conversation>(one);
+  CHECK(rc11.followed.address == std::vector<std::uint8_t>{10, 0, 0, 1});
+  CHECK(same.direction(rc11, 0) == Direction::out);
+  CHECK(same.direction(rc11, 1) == Direction::in);
 }
 
 TEST_CASE("follow: a clean rxe run of every RDMA operation has no flag at all", "[follow][golden]") {

@@ -63,7 +63,8 @@ void ConversationFinder::add(const wire::RoceFrame& f) {
   const wire::IbPacket& p = f.ib();
   const std::optional<std::uint32_t> sqp = source_qp(p);
   Addresses a = addresses_of(f);
-  flows_.insert({std::move(a.src), std::move(a.dst), p.dest_qp(), sqp});
+  Flow flow{std::move(a.src), std::move(a.dst), p.dest_qp(), sqp};
+  if (known_.insert(flow).second) flows_.push_back(std::move(flow));
 }
 
 std::variant<Conversation, std::string> ConversationFinder::result(std::optional<std::uint32_t> peer) const {
@@ -83,8 +84,8 @@ std::variant<Conversation, std::string> ConversationFinder::result(std::optional
   };
   for (const Flow& f : flows_) {
     if (f.sqp) {  // UD: both ends are in every packet
-      if (f.dqp == qpn_) add({{f.dst, qpn_}, {f.src, *f.sqp}, true, true});
       if (*f.sqp == qpn_) add({{f.src, qpn_}, {f.dst, f.dqp}, true, true});
+      if (f.dqp == qpn_) add({{f.dst, qpn_}, {f.src, *f.sqp}, true, true});
       continue;
     }
     if (f.dqp != qpn_) continue;
@@ -92,7 +93,10 @@ std::variant<Conversation, std::string> ConversationFinder::result(std::optional
     for (const Flow& back : flows_) {
       const bool is_followed = back.dst == f.dst && back.dqp == qpn_;
       if (back.sqp || back.src != f.dst || back.dst != f.src || is_followed) continue;
-      add({{f.dst, qpn_}, {f.src, back.dqp}, true, false});
+      if (back.dqp == qpn_)
+        add({{f.src, qpn_}, {f.dst, qpn_}, true, false});  // the same QPN both ends: f's sender spoke first
+      else
+        add({{f.dst, qpn_}, {f.src, back.dqp}, true, false});
       answered = true;
     }
     if (!answered) add({{f.dst, qpn_}, {f.src, 0}, false, false});

@@ -3,6 +3,8 @@
 // source QP (IBTA vol. 1 s9.3.3) of what the followed QP receives, or the destination of what
 // it sends (DETH source QP = the followed QPN); for RC/UC, the destination QP of the packets
 // going from the followed QP's address back to the address that sent to it.
+// When both ends have the same QPN (each device's first QP, say), the followed one is the end
+// that sent the conversation's first packet.
 #pragma once
 
 #include <array>
@@ -50,7 +52,8 @@ class ConversationFinder {
     auto operator<=>(const Flow&) const = default;
   };
   std::uint32_t qpn_;
-  std::set<Flow> flows_;  // every distinct one of the capture
+  std::vector<Flow> flows_;  // every distinct one of the capture, in the order first seen
+  std::set<Flow> known_;
 };
 
 }  // namespace softrdma::dump
