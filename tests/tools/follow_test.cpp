@@ -278,6 +278,27 @@ TEST_CASE("follow: an RC QP's peer is the QP its address answers, and several pe
   CHECK(std::get<std::string>(cap.find(0x77)) == "no RoCE packet to or from QP 0x000077");
 }
 
+TEST_CASE("follow: of several QPs between two addresses, the peer is the one whose ACKs carry the request PSNs", "[follow]") {
+  Capture cap;
+  cap.add(1, 2, to_qp(0x20, rc(Operation::send_only, 100, 4)));
+  cap.add(1, 2, to_qp(0x21, rc(Operation::send_only, 500, 4)));
+  cap.add(2, 1, to_qp(0x31, ack(500)));
+  cap.add(2, 1, to_qp(0x30, ack(100)));
+  for (const auto& [followed, peer] : {std::pair{0x20u, 0x30u}, std::pair{0x21u, 0x31u}}) {
+    const auto found = cap.find(followed);
+    REQUIRE(std::holds_alternative<Conversation>(found));
+    CHECK(std::get<Conversation>(found).peer.qpn == peer);
+  }
+  cap.add(2, 1, to_qp(0x32, ack(7)));  // a third QP's PSNs match nothing: no change
+  CHECK(std::get<Conversation>(cap.find(0x20)).peer.qpn == 0x30);
+
+  Capture unmatched;  // no PSN to tell them apart: ask
+  unmatched.add(1, 2, to_qp(0x20, rc(Operation::send_only, 100, 4)));
+  unmatched.add(2, 1, to_qp(0x30, ack(1)));
+  unmatched.add(2, 1, to_qp(0x31, ack(2)));
+  CHECK(std::holds_alternative<std::string>(unmatched.find(0x20)));
+}
+
 TEST_CASE("follow: a UD QP's peer is the DETH source QP, and two QPs of one number are one conversation", "[follow]") {
   Capture cap;
   cap.add(1, 2, ud_send(0x50, 0x60));

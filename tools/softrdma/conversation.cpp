@@ -64,7 +64,21 @@ void ConversationFinder::add(const wire::RoceFrame& f) {
   const std::optional<std::uint32_t> sqp = source_qp(p);
   Addresses a = addresses_of(f);
   Flow flow{std::move(a.src), std::move(a.dst), p.dest_qp(), sqp};
-  if (known_.insert(flow).second) flows_.push_back(std::move(flow));
+  auto [it, added] = psns_.try_emplace(flow);
+  if (added) flows_.push_back(std::move(flow));
+  // A few thousand PSNs of each are plenty to match two flows, and bound the memory.
+  constexpr std::size_t kKept = 4096;
+  std::set<std::uint32_t>& kept = p.info().is(wire::OpFlag::request) ? it->second.requests : it->second.responses;
+  if (kept.size() < kKept) kept.insert(p.psn());
+}
+
+bool ConversationFinder::answers(const Flow& back, const Flow& to) const {
+  const Psns& b = psns_.at(back);
+  const Psns& t = psns_.at(to);
+  const auto meet = [](const std::set<std::uint32_t>& x, const std::set<std::uint32_t>& y) {
+    return std::any_of(x.begin(), x.end(), [&](std::uint32_t psn) { return y.contains(psn); });
+  };
+  return meet(b.responses, t.requests) || meet(t.responses, b.requests);
 }
 
 std::variant<Conversation, std::string> ConversationFinder::result(std::optional<std::uint32_t> peer) const {
@@ -89,10 +103,17 @@ std::variant<Conversation, std::string> ConversationFinder::result(std::optional
       continue;
     }
     if (f.dqp != qpn_) continue;
-    bool answered = false;
+    std::vector<const Flow*> backs;
     for (const Flow& back : flows_) {
       const bool is_followed = back.dst == f.dst && back.dqp == qpn_;
-      if (back.sqp || back.src != f.dst || back.dst != f.src || is_followed) continue;
+      if (!back.sqp && back.src == f.dst && back.dst == f.src && !is_followed) backs.push_back(&back);
+    }
+    // Several QPs of the followed address talk to f's sender: keep those whose PSNs match.
+    if (backs.size() > 1 && std::any_of(backs.begin(), backs.end(), [&](const Flow* b) { return answers(*b, f); }))
+      std::erase_if(backs, [&](const Flow* b) { return !answers(*b, f); });
+    bool answered = false;
+    for (const Flow* b : backs) {
+      const Flow& back = *b;
       if (back.dqp == qpn_)
         add({{f.src, qpn_}, {f.dst, qpn_}, true, false});  // the same QPN both ends: f's sender spoke first
       else

@@ -2,13 +2,16 @@
 // A QP is named by its address and QPN. The peer is found from the traffic: for UD the DETH
 // source QP (IBTA vol. 1 s9.3.3) of what the followed QP receives, or the destination of what
 // it sends (DETH source QP = the followed QPN); for RC/UC, the destination QP of the packets
-// going from the followed QP's address back to the address that sent to it.
+// going from the followed QP's address back to the address that sent to it; when that address
+// has several QPs talking to the sender, the one whose responses carry the PSNs of the
+// followed QP's requests (or the other way round).
 // When both ends have the same QPN (each device's first QP, say), the followed one is the end
 // that sent the conversation's first packet.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -51,9 +54,16 @@ class ConversationFinder {
     std::optional<std::uint32_t> sqp;
     auto operator<=>(const Flow&) const = default;
   };
+  struct Psns {  // the first PSNs a flow's requests and responses carried
+    std::set<std::uint32_t> requests, responses;
+  };
+  // Whether `back` answers `to`'s requests or is answered by `to`: an ACK or response PSN of
+  // one is a request PSN of the other (s9.7.1: responses carry their request's PSN).
+  bool answers(const Flow& back, const Flow& to) const;
+
   std::uint32_t qpn_;
   std::vector<Flow> flows_;  // every distinct one of the capture, in the order first seen
-  std::set<Flow> known_;
+  std::map<Flow, Psns> psns_;
 };
 
 }  // namespace softrdma::dump
