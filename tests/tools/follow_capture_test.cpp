@@ -141,5 +141,37 @@ TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and n
   std::remove(path.c_str());
 }
 
+TEST_CASE("follow: under rx loss, READ responses missing from the requester's capture are READ gaps", "[host][follow]") {
+  const std::string path = temp_path("follow-read");
+  Node a(capturing("127.83.92.1", path, "rx.loss=3%,seed=23")), b("127.83.92.2");
+  RcPair p(a, b, slow_timer());
+  constexpr int kReads = 16;
+  constexpr std::uint32_t kLength = 16 * 1024;  // 16 responses each
+  fill_pattern(b.buffer, 0, kReads * kLength, 4);
+  for (int i = 0; i < kReads; ++i) {
+    const std::size_t off = static_cast<std::size_t>(i) * kLength;
+    a.post_send(p.qa, remote_wr(WrOpcode::rdma_read, static_cast<std::uint64_t>(i), {a.sge(off, kLength)}, b.addr(off),
+                                b.mr.rkey));
+  }
+  for (const core::Wc& wc : a.wait(a.send_cq, kReads)) CHECK(wc.status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data(), b.buffer.data(), kReads * kLength) == 0);
+  a.host->stop();
+  const host::HostStats s = a.host->stats();
+  const core::QpCounters qa = qp_counters(a, p.qa);
+  REQUIRE(s.faults.rx.lost > 1);
+
+  const Followed f = follow(path, p.qa);
+  CHECK(f.in.read_gaps > 0);
+  CHECK(f.in.missing_read_psns <= s.faults.rx.lost);
+  CHECK(f.in.gaps == 0);
+  // a asks again from the first PSN it missed: each such READ is a retransmission, and the
+  // responder's answers to it repeat responses already seen or fill the gaps.
+  CHECK(f.out.retransmissions == qa.retransmitted_pkts);
+  CHECK(f.out.retransmissions > 0);
+  CHECK(f.out.gaps == 0);
+  CHECK(f.out.duplicates == 0);
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace test
