@@ -10,9 +10,11 @@ namespace {
 
 using wire::OpFlag;
 
-// PSNs further behind the furthest than half the 24-bit space are ahead of it again (s9.7.1):
-// nothing older can be told from a new PSN, so it is forgotten.
-constexpr std::int64_t kPsnWindow = 1 << 23;
+// How far behind the furthest PSN the packets seen are remembered. Half the 24-bit space is
+// the most that can be told apart at all (s9.7.1); a requester's window of outstanding PSNs
+// is far smaller in practice, and 2^18 of them keep the memory of a long capture near 16 MB.
+// A resend from further back would be called late, not a retransmission.
+constexpr std::int64_t kPsnWindow = 1 << 18;
 constexpr std::uint32_t kMinMtu = 256, kMaxMtu = 4096;  // path MTUs, s9.7 / s7.7.8
 
 std::uint32_t packets_for(std::uint32_t length, std::uint32_t mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
