@@ -27,6 +27,7 @@ struct ResponderResource {
   std::uint64_t original = 0; // atomic: the value before the operation
   std::uint32_t msn = 0;      // the MSN its responses carry
   bool sending = false;       // responses still to send
+  bool replay = false;        // sending again for a duplicate request, not a new one
 };
 
 struct Qp {

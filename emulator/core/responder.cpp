@@ -104,6 +104,7 @@ void answer_duplicate(Qp& q, const wire::IbPacket& p) {
       const std::int32_t into = psn_diff(psn, r.psn);
       if (into < 0 || static_cast<std::uint32_t>(into) >= r.packets) continue;
       r.next = static_cast<std::uint32_t>(into);
+      r.replay = r.replay || !r.sending;
       r.sending = true;
       return;
     }
@@ -188,8 +189,13 @@ void keep_resource(Qp& q, ResponderResource r) {
   while (q.resources.size() > kResourceHistory && !q.resources.front().sending) q.resources.pop_front();
 }
 
+// Whether a new READ or atomic exceeds max_dest_rd_atomic (s9.7.5.1.4). Responses sent again
+// for a duplicate request do not count: the requester counts that request once, and may have
+// completed it already (a duplicate made by the network), so counting the replay would turn
+// away a request within its limit.
 bool resources_exhausted(const Qp& q) {
-  const auto busy = std::count_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  const auto busy = std::count_if(q.resources.begin(), q.resources.end(),
+                                  [](const ResponderResource& r) { return r.sending && !r.replay; });
   return static_cast<std::size_t>(busy) >= std::max<std::uint8_t>(q.attr.max_dest_rd_atomic, 1);
 }
 
@@ -373,7 +379,7 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
     if (r.atomic) {
       h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::atomic_ack);
       h.original_data = r.original;
-      r.sending = false;
+      r.sending = r.replay = false;
     } else {
       const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
       const bool first = r.next == 0, last = r.next + 1 == r.packets;
@@ -384,7 +390,7 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
       const std::uint64_t offset = std::uint64_t{r.next} * mtu;
       payload = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, r.length - offset));
       payload_host = r.host + offset;
-      if (++r.next == r.packets) r.sending = false;
+      if (++r.next == r.packets) r.sending = r.replay = false;
     }
   }
   TxPacket pkt = d.packet_to(q, q.attr.ah_attr);
