@@ -348,15 +348,18 @@ PORT_TROUBLE = re.compile(r"listen to port|address already in use|bind|open file
 CONNECT_TROUBLE = re.compile(r"couldn't connect to|unable to init the socket connection|connection refused", re.I)
 
 
-def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None):
+def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None, server_opts=(), client_opts=()):
     """Runs PAIR; returns (server, client) Sides after both ended, or None after a failed
     check. MODE 'loop' runs both on loopback; 'netns' runs the server here and the client
-    in the namespace of CLIENT_NETNS_PID."""
+    in the namespace of CLIENT_NETNS_PID. SERVER_OPTS and CLIENT_OPTS are more `softrdma run`
+    options for each side (--faults, --capture, --stats)."""
     if mode == "loop":
-        server_run, client_run, server_host = [softrdma, "run", "--"], [softrdma, "run", "--"], "127.0.0.1"
+        server_run = [softrdma, "run", *server_opts, "--"]
+        client_run = [softrdma, "run", *client_opts, "--"]
+        server_host = "127.0.0.1"
     else:
-        server_run = [softrdma, "run", "--ip", NETNS_ADDR[0], "--"]
-        client_run = [softrdma, "run", "--ip", NETNS_ADDR[1], "--"]
+        server_run = [softrdma, "run", "--ip", NETNS_ADDR[0], *server_opts, "--"]
+        client_run = [softrdma, "run", "--ip", NETNS_ADDR[1], *client_opts, "--"]
         server_host = NETNS_ADDR[0]
     deadline = time.monotonic() + PAIR_TIMEOUT
     # UC and UD have no retransmission: a datagram the kernel drops (a full socket buffer)
