@@ -291,6 +291,7 @@ TEST_CASE("follow: of several QPs between two addresses, the peer is the one who
   }
   cap.add(2, 1, to_qp(0x32, ack(7)));  // a third QP's PSNs match nothing: no change
   CHECK(std::get<Conversation>(cap.find(0x20)).peer.qpn == 0x30);
+  CHECK(std::get<Conversation>(cap.find(0x20, 0x32)).peer.qpn == 0x32);  // unless --peer says otherwise
 
   Capture unmatched;  // no PSN to tell them apart: ask
   unmatched.add(1, 2, to_qp(0x20, rc(Operation::send_only, 100, 4)));

@@ -108,16 +108,16 @@ std::variant<Conversation, std::string> ConversationFinder::result(std::optional
       const bool is_followed = back.dst == f.dst && back.dqp == qpn_;
       if (!back.sqp && back.src == f.dst && back.dst == f.src && !is_followed) backs.push_back(&back);
     }
-    // Several QPs of the followed address talk to f's sender: keep those whose PSNs match.
-    if (backs.size() > 1 && std::any_of(backs.begin(), backs.end(), [&](const Flow* b) { return answers(*b, f); }))
+    // Several QPs of the followed address talk to f's sender: keep those whose PSNs match,
+    // unless --peer names one.
+    if (!peer && backs.size() > 1 && std::any_of(backs.begin(), backs.end(), [&](const Flow* b) { return answers(*b, f); }))
       std::erase_if(backs, [&](const Flow* b) { return !answers(*b, f); });
     bool answered = false;
-    for (const Flow* b : backs) {
-      const Flow& back = *b;
-      if (back.dqp == qpn_)
+    for (const Flow* back : backs) {
+      if (back->dqp == qpn_)
         add({{f.src, qpn_}, {f.dst, qpn_}, true, false});  // the same QPN both ends: f's sender spoke first
       else
-        add({{f.dst, qpn_}, {f.src, back.dqp}, true, false});
+        add({{f.dst, qpn_}, {f.src, back->dqp}, true, false});
       answered = true;
     }
     if (!answered) add({{f.dst, qpn_}, {f.src, 0}, false, false});
