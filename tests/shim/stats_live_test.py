@@ -14,6 +14,7 @@ $XDG_RUNTIME_DIR/softrdma/PID.sock and no other test's programs are seen.
 2. A long pair (both QPs in RTS, each naming the other's QPN): two reads 0.3 s apart show
    sent_pkts growing on both; `--watch 0.2 --json` prints a report per round. After SIGKILL
    (no exit handlers) the endpoints are stale; `stats` removes both and reports no device.
+   A socket that accepts and never answers is removed when its process is gone, named when not.
 3. The runtime directory: a symbolic link (through SOFTRDMA_RUNTIME_DIR) and, when this runs
    as root, a directory owned by another user are refused with exit 2; usage errors exit 2.
 Exit 77 when ibv_rc_pingpong is not installed.
@@ -22,6 +23,7 @@ Exit 77 when ibv_rc_pingpong is not installed.
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -175,6 +177,31 @@ def long_pair_then_kill(work):
     pairs.check(endpoints() == [], "and removed the stale endpoints", str(endpoints()))
 
 
+def silent_endpoints():
+    """Sockets that accept and never answer: one named after a process that is gone (as a forked
+    child's inherited descriptor leaves it) is removed; one of a live process is reported."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    listeners = []
+    for pid in (gone.pid, os.getpid()):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(os.path.join(RUNTIME, f"{pid}.sock"))
+        sock.listen(4)
+        listeners.append(sock)
+    try:
+        rc, out, err = stats()
+        pairs.check(rc == 1 and endpoints() == [f"{os.getpid()}.sock"],
+                    "a silent endpoint of a process that is gone is removed, a live one's is kept",
+                    f"exit {rc}: {endpoints()}\n{err}")
+        pairs.check(f"process {os.getpid()}: cannot read its counters" in err and "timed out" in err,
+                    "the live one is named: its counters cannot be read (timed out)", err)
+    finally:
+        for sock in listeners:
+            sock.close()
+        for name in endpoints():
+            os.unlink(os.path.join(RUNTIME, name))
+
+
 def refusals(work):
     link = os.path.join(work, "link")
     os.symlink(RUNTIME, link)
@@ -211,6 +238,7 @@ def main(argv):
         RUNTIME = os.path.join(os.environ["XDG_RUNTIME_DIR"], "softrdma")
         waiting_server_then_normal_exit(work)
         long_pair_then_kill(work)
+        silent_endpoints()
         refusals(work)
     return pairs.finish()
 

@@ -1,5 +1,6 @@
 #include "tools/softrdma/stats_command.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -88,7 +89,12 @@ Round show(const Options& o) {
   for (const host::EndpointFile& e : dir.exists ? host::list_endpoints(dir.path) : std::vector<host::EndpointFile>{}) {
     if (o.pid && e.pid != *o.pid) continue;
     const host::Fetched f = host::fetch_stats(e.path, kFetchTimeoutMs);
-    if (f.errnum == ECONNREFUSED || f.errnum == ENOENT) {  // nobody listens: the process is gone
+    // Nobody listens: the process is gone. A process that is gone while the socket still
+    // accepts (a forked child inherited the listening descriptor, and never answers) is stale
+    // too; the pid alone is not trusted, since a live endpoint in another pid namespace answers.
+    const bool gone = f.errnum == ECONNREFUSED || f.errnum == ENOENT ||
+                      (f.errnum != 0 && ::kill(e.pid, 0) != 0 && errno == ESRCH);
+    if (gone) {
       ::unlink(e.path.c_str());
       continue;
     }
