@@ -32,13 +32,18 @@ std::string temp_path(const char* name) {
          ".pcap";
 }
 
-host::HostConfig capturing(const std::string& ip, const std::string& path, const char* faults) {
+host::HostConfig with_faults(const std::string& ip, const char* faults) {
   host::HostConfig c = config_at(ip);
-  c.capture_path = path;
   const auto parsed = softrdma::net::parse_faults(faults);
   INFO(parsed.error);
   REQUIRE(parsed.plan);
   c.faults = parsed.plan;
+  return c;
+}
+
+host::HostConfig capturing(const std::string& ip, const std::string& path, const char* faults) {
+  host::HostConfig c = with_faults(ip, faults);
+  c.capture_path = path;
   return c;
 }
 
@@ -138,6 +143,30 @@ TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and n
   CHECK(f.out.retransmissions == 0);
   CHECK(f.out.gaps == 0);
   CHECK(f.out.late == 0);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("follow: forced RNR NAKs are flagged with their kind, and the SENDs resent after them", "[host][follow]") {
+  const std::string path = temp_path("follow-rnr");
+  host::HostConfig capture = config_at("127.83.94.1");
+  capture.capture_path = path;
+  Node a(capture), b(with_faults("127.83.94.2", "rnr=3"));  // b answers a's first 3 SENDs with RNR NAKs
+  RcPair p(a, b, slow_timer());
+  for (int i = 0; i < 5; ++i) {
+    b.post_recv(p.qb, static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * 64, 64);
+    a.post_send(p.qa, make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(static_cast<std::size_t>(i) * 64, 64)}));
+    CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  }
+  a.host->stop();
+  const core::QpCounters qa = qp_counters(a, p.qa);
+  REQUIRE(qa.rcvd_rnr_err == 3);
+
+  const Followed f = follow(path, p.qa);
+  CHECK(f.in.nak_count(NakKind::rnr) == 3);
+  CHECK(f.out.retransmissions == qa.retransmitted_pkts);
+  CHECK(f.out.retransmissions >= 3);  // each RNR NAK sends its SEND again
+  CHECK(f.out.duplicates == 0);
+  CHECK(f.out.gaps == 0);
   std::remove(path.c_str());
 }
 
