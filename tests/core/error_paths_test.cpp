@@ -88,7 +88,7 @@ TEST_CASE("QP: create_qp refuses a bad PD, CQ, SRQ, type or capability with EINV
   CHECK(b.dev.dealloc_pd(pd) == 0);
 }
 
-TEST_CASE("QP: zero queue sizes get one entry; a full QP table is ENOMEM", "[core][errors][qp]") {
+TEST_CASE("QP: zero queue sizes get one entry, a full QP table is ENOMEM", "[core][errors][qp]") {
   core::DeviceConfig c;
   c.max_qp = 1;
   Bare b(c);
@@ -107,7 +107,7 @@ TEST_CASE("QP: zero queue sizes get one entry; a full QP table is ENOMEM", "[cor
   CHECK(b.dev.create_qp(attr).ok());
 }
 
-TEST_CASE("QP: posting before RTS is EINVAL for sends; receives wait from INIT on", "[core][errors][qp]") {
+TEST_CASE("QP: posting before RTS is EINVAL for sends, receives wait from INIT on", "[core][errors][qp]") {
   Pair p;
   const core::SendWr send = make_wr(WrOpcode::send, 1, {p.a.sge(0, 8)});
   const auto attempt_send = [&] { return p.a.dev->post_send(p.net.now, p.a.qpn, send); };
@@ -216,7 +216,7 @@ TEST_CASE("QP: only signaled WRs complete, unless sq_sig_all", "[core][errors][q
   CHECK(ids == (o.sq_sig_all ? std::vector<std::uint64_t>{1, 2, 3} : std::vector<std::uint64_t>{2}));
 }
 
-TEST_CASE("QP: modify to ERR flushes every WR; WRs posted in ERR flush at once", "[core][errors][qp]") {
+TEST_CASE("QP: modify to ERR flushes every WR, WRs posted in ERR flush at once", "[core][errors][qp]") {
   Pair p;
   p.net.link_up = false;  // nothing is ever acknowledged
   post_recv(p.a, 10, 0, 64);
@@ -248,7 +248,7 @@ TEST_CASE("QP: modify to ERR flushes every WR; WRs posted in ERR flush at once",
   CHECK_FALSE(p.a.dev->transmit(p.net.now));
 }
 
-TEST_CASE("QP: back to RESET empties the queues silently; connected again, traffic flows", "[core][errors][qp]") {
+TEST_CASE("QP: back to RESET empties the queues silently, connected again, traffic flows", "[core][errors][qp]") {
   QpOptions o;
   Pair p(o);
   post_recv(p.b, 1, 0, 64);
@@ -345,7 +345,7 @@ TEST_CASE("QP: modify_qp checks the device's GID table and MTU", "[core][errors]
   CHECK(b.dev.modify_qp(0, qp->qpn, a, rtr) == 0);
 }
 
-TEST_CASE("QP: a destroyed QP's packets count as unknown_qp; its counters stay in the device's", "[core][errors][qp]") {
+TEST_CASE("QP: a destroyed QP's packets count as unknown_qp, its counters stay in the device's", "[core][errors][qp]") {
   Pair p;
   post_recv(p.b, 1, 0, 64);
   CHECK(status_of(p, make_wr(WrOpcode::send, 1, {p.a.sge(0, 64)})) == WcStatus::success);
@@ -458,7 +458,7 @@ TEST_CASE("RC: a receive that cannot hold the SEND fails both ends", "[core][err
 
 // --- UC ---------------------------------------------------------------------------------------------
 
-TEST_CASE("UC: a message the responder cannot take is dropped; the next one arrives", "[core][errors][uc]") {
+TEST_CASE("UC: a message the responder cannot take is dropped, the next one arrives", "[core][errors][uc]") {
   Pair p(with_type(core::QpType::uc));
   SECTION("a WRITE under a bad rkey") {
     post_send(p, p.a, remote_wr(WrOpcode::rdma_write, 1, {p.a.sge(0, 3000)}, p.b.addr(), p.b.mr.rkey + 0x100));
@@ -475,7 +475,7 @@ TEST_CASE("UC: a message the responder cannot take is dropped; the next one arri
   CHECK(rwc.byte_len == 64);
 }
 
-TEST_CASE("UC: a lost packet loses its message; the receive WQE takes the next one", "[core][errors][uc]") {
+TEST_CASE("UC: a lost packet loses its message, the receive WQE takes the next one", "[core][errors][uc]") {
   Pair p(with_type(core::QpType::uc));
   post_recv(p.b, 1, 0, 4096);
   post_send(p, p.a, make_wr(WrOpcode::send, 1, {p.a.sge(0, 3000)}));
@@ -496,7 +496,7 @@ TEST_CASE("UC: a lost packet loses its message; the receive WQE takes the next o
 
 // --- UD -----------------------------------------------------------------------------------------------
 
-TEST_CASE("UD: a datagram for another Q_Key is dropped; a Q_Key with the high bit set is the QP's own",
+TEST_CASE("UD: a datagram for another Q_Key is dropped, a Q_Key with the high bit set is the QP's own",
           "[core][errors][ud]") {
   Pair p(with_type(core::QpType::ud));
   post_recv(p.b, 1, 0, 40 + 64);
@@ -511,7 +511,7 @@ TEST_CASE("UD: a datagram for another Q_Key is dropped; a Q_Key with the high bi
   CHECK(p.b.dev->counters().dropped == 1);
 }
 
-TEST_CASE("UD: a message fits the port MTU; one byte more is LOC_LEN_ERR", "[core][errors][ud]") {
+TEST_CASE("UD: a message fits the port MTU, one byte more is LOC_LEN_ERR", "[core][errors][ud]") {
   Pair p(with_type(core::QpType::ud), 1 << 16);  // the port MTU is 4096
   post_recv(p.b, 1, 0, 40 + 4096);
   CHECK(status_of(p, ud_send(p, 1, {p.a.sge(0, 4096)})) == WcStatus::success);
@@ -538,7 +538,7 @@ TEST_CASE("UD: a message fits the port MTU; one byte more is LOC_LEN_ERR", "[cor
   CHECK(status_of(p, ud_send(p, 10, {p.a.sge(0, 8)})) == WcStatus::success);
 }
 
-TEST_CASE("UD: receive errors complete the receive; without one the datagram is dropped", "[core][errors][ud]") {
+TEST_CASE("UD: receive errors complete the receive, without one the datagram is dropped", "[core][errors][ud]") {
   Pair p(with_type(core::QpType::ud));
   SECTION("no receive posted") {
     CHECK(status_of(p, ud_send(p, 1, {p.a.sge(0, 64)})) == WcStatus::success);

@@ -52,7 +52,7 @@ void check_wc(const core::Wc& wc, std::uint64_t id, WcStatus status) {
 // Responder: the engine receives requests.
 // =============================================================================================
 
-TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1); without AckReq none", "[timeline][responder]") {
+TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1), without AckReq none", "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   REQUIRE(e == 0x000800);
@@ -290,7 +290,7 @@ TEST_CASE("responder: a NAK waiting to go is not replaced by a weaker answer to 
   }
 }
 
-TEST_CASE("responder: a duplicate atomic returns the saved original value; memory changes once", "[timeline][responder]") {
+TEST_CASE("responder: a duplicate atomic returns the saved original value, memory changes once", "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.put_u64(256, 100);
@@ -316,7 +316,7 @@ TEST_CASE("responder: a duplicate atomic returns the saved original value; memor
   CHECK(tl.get_u64(256) == 7);
 }
 
-TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_timer; resent, it is accepted", "[timeline][responder][rnr]") {
+TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_timer, resent, it is accepted", "[timeline][responder][rnr]") {
   Config c;
   c.min_rnr_timer = 12;
   Timeline tl(c);
@@ -374,7 +374,7 @@ TEST_CASE("responder: forced RNR (fault injection) turns away the next K request
   CHECK(tl.qp().counters.send_rnr_err == 2);
 }
 
-TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK; the QP errs and answers nothing more", "[timeline][responder]") {
+TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK, the QP errs and answers nothing more", "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.post_recv(1, 0, 1024);
@@ -524,7 +524,7 @@ TEST_CASE("responder: messages across the PSN wrap 0xFFFFFF -> 0", "[timeline][r
   }
 }
 
-TEST_CASE("responder: MSN counts completed messages; an AckReq inside a message is answered too", "[timeline][responder]") {
+TEST_CASE("responder: MSN counts completed messages, an AckReq inside a message is answered too", "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.post_recv(1, 0, 1024);
@@ -583,7 +583,7 @@ TEST_CASE("responder: a SEND longer than the receive: NAK invalid request, LOC_L
 // Requester: the engine sends requests, the test answers.
 // =============================================================================================
 
-TEST_CASE("requester: a 3-packet SEND is FIRST/MIDDLE/LAST, AckReq on the last; its ACK completes it", "[timeline][requester]") {
+TEST_CASE("requester: a 3-packet SEND is FIRST/MIDDLE/LAST, AckReq on the last, its ACK completes it", "[timeline][requester]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 9);
@@ -657,7 +657,7 @@ TEST_CASE("requester: no answer resends after exactly 4.096 us << timeout, retry
   tl.expect_nothing(1'000 + 10 * kT10);
 }
 
-TEST_CASE("requester: an ACK for part of a message restarts the timer; the resend starts after it", "[timeline][requester][timeout]") {
+TEST_CASE("requester: an ACK for part of a message restarts the timer, the resend starts after it", "[timeline][requester][timeout]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 6);
@@ -707,7 +707,7 @@ TEST_CASE("requester: a sequence error NAK for the middle packet resends from it
   CHECK_FALSE(tl.deadline());
 }
 
-TEST_CASE("requester: an RNR NAK resends after exactly the timer it names; rnr_retry bounds it", "[timeline][requester][rnr]") {
+TEST_CASE("requester: an RNR NAK resends after exactly the timer it names, rnr_retry bounds it", "[timeline][requester][rnr]") {
   Config c;
   c.rnr_retry = 2;
   Timeline tl(c);

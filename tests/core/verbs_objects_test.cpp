@@ -76,7 +76,7 @@ WcStatus write_status(Pair& p, std::uint64_t addr, std::uint32_t rkey) {
 
 // --- protection domains ----------------------------------------------------------------------
 
-TEST_CASE("PD: alloc and dealloc; unknown handles are EINVAL; a full table is ENOMEM", "[core][verbs][pd]") {
+TEST_CASE("PD: alloc and dealloc, unknown handles are EINVAL, a full table is ENOMEM", "[core][verbs][pd]") {
   core::DeviceConfig c;
   c.max_pd = 2;
   Bare b(c);
@@ -151,7 +151,7 @@ TEST_CASE("MR: registration checks the PD, the access flags and the range", "[co
   CHECK(reg(pd, b.addr(), 0).ok());  // local read only
 }
 
-TEST_CASE("MR: rereg keeps the keys and changes what it is asked to; a failure changes nothing", "[core][verbs][mr]") {
+TEST_CASE("MR: rereg keeps the keys and changes what it is asked to, a failure changes nothing", "[core][verbs][mr]") {
   Pair p;
   const std::uint32_t rkey = p.b.mr.rkey;
   for (int i = 0; i < 256; ++i) p.a.buffer[i] = static_cast<std::uint8_t>(i ^ 0x5a);
@@ -322,7 +322,7 @@ TEST_CASE("MW: alloc and dealloc", "[core][verbs][mw]") {
   CHECK(b.dev.dealloc_mw(*mw) == EINVAL);
 }
 
-TEST_CASE("MW type 1: bind_mw gives a new rkey for a range; the old rkey is refused", "[core][verbs][mw]") {
+TEST_CASE("MW type 1: bind_mw gives a new rkey for a range, the old rkey is refused", "[core][verbs][mw]") {
   Pair p;
   const auto mw = p.b.dev->alloc_mw(p.b.pd, 1);
   REQUIRE(mw.ok());
@@ -345,7 +345,7 @@ TEST_CASE("MW type 1: bind_mw gives a new rkey for a range; the old rkey is refu
   }
 }
 
-TEST_CASE("MW type 1: a signaled bind completes on the send CQ; an unsignaled one does not", "[core][verbs][mw]") {
+TEST_CASE("MW type 1: a signaled bind completes on the send CQ, an unsignaled one does not", "[core][verbs][mw]") {
   Pair p;
   const auto mw = p.b.dev->alloc_mw(p.b.pd, 1);
   REQUIRE(mw.ok());
@@ -421,7 +421,7 @@ TEST_CASE("MW type 1: bind_mw refusals are EINVAL", "[core][verbs][mw]") {
   CHECK(bind(p.b.qpn, *mw, no_local_write->lkey, p.b.addr(), 64, acc::remote_read) == 0);  // and now one that is fine
 }
 
-TEST_CASE("MW type 2: a BIND_MW work request binds it; WRITE and READ use the new rkey", "[core][verbs][mw]") {
+TEST_CASE("MW type 2: a BIND_MW work request binds it, WRITE and READ use the new rkey", "[core][verbs][mw]") {
   Pair p;
   const auto mw = p.b.dev->alloc_mw(p.b.pd, 2);
   REQUIRE(mw.ok());
@@ -580,7 +580,7 @@ TEST_CASE("CQ: create, destroy and resize refusals", "[core][verbs][cq]") {
   CHECK(b.dev.req_notify_cq(send_cq, false) == EINVAL);
 }
 
-TEST_CASE("CQ: resize below its contents is EINVAL; an overflow is one cq_err and lost completions",
+TEST_CASE("CQ: resize below its contents is EINVAL, an overflow is one cq_err and lost completions",
           "[core][verbs][cq]") {
   Bare b;
   const std::uint32_t pd = b.pd();
@@ -789,7 +789,7 @@ TEST_CASE("SRQ: a QP on an SRQ reports its last WQE once when it enters ERR", "[
 
 // --- address handles ---------------------------------------------------------------------------
 
-TEST_CASE("AH: create checks the PD, the GID index and the port; destroy", "[core][verbs][ah]") {
+TEST_CASE("AH: create checks the PD, the GID index and the port, destroy", "[core][verbs][ah]") {
   core::DeviceConfig c;
   c.max_ah = 1;
   Bare b(c);

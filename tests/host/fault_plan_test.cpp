@@ -82,7 +82,7 @@ TEST_CASE("faults: a bad item is one line naming it", "[faults]") {
   }
 }
 
-TEST_CASE("faults: the same seed makes the same decisions; another seed others", "[faults]") {
+TEST_CASE("faults: the same seed makes the same decisions, another seed others", "[faults]") {
   FaultRates r;
   r.loss = r.dup = r.corrupt = r.reorder = 0.3;
   FaultDice a(r, 7), b(r, 7), c(r, 8);
@@ -227,7 +227,7 @@ TEST_CASE("faults: filters, scripted drops, forced RNR and link down parse", "[f
   CHECK(forever.plan->link_down->covers(86'400'000'000'000));
 }
 
-TEST_CASE("faults: a filter limits the faults to the packets it matches; drop=N counts only those", "[faults]") {
+TEST_CASE("faults: a filter limits the faults to the packets it matches, drop=N counts only those", "[faults]") {
   std::vector<Packet> out;
   softrdma::net::DirectionFaults d;
   d.rates.loss = 1;  // every matching packet not dropped by number is lost too...

@@ -98,7 +98,7 @@ TEST_CASE("link down past retry_cnt: the WR completes with RETRY_EXC_ERR and the
   CHECK(s.device.qps.retry_exceeded_err == 1);
 }
 
-TEST_CASE("a link that comes back within retry_cnt loses nothing; forced RNRs are retried", "[host][faults]") {
+TEST_CASE("a link that comes back within retry_cnt loses nothing, forced RNRs are retried", "[host][faults]") {
   Node a(faulty("127.83.43.1", "linkdown=0s:for=30ms"));
   Node b(faulty("127.83.43.2", "rnr=2"));
   RcOptions o;
