@@ -1,7 +1,10 @@
 #include "emulator/net/capture_stage.hpp"
 
+#include <limits.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -19,8 +22,6 @@
 namespace softrdma::net {
 
 namespace {
-
-constexpr std::size_t kRecordHeader = sizeof(std::uint64_t) + sizeof(std::uint32_t);  // time_ns, frame length
 
 // The stages open in this process, which the atexit handler drains: a program that exits
 // without destroying its host (the verbs shim never does) still gets a whole capture.
@@ -76,7 +77,8 @@ CaptureOpen CaptureStage::open(const std::string& path) {
 }
 
 CaptureStage::CaptureStage(std::string path, PcapWriter writer) : path_(std::move(path)), writer_(std::move(writer)) {
-  queue_.reserve(1 << 20);
+  queue_.frames.reserve(1024);
+  queue_.copied.reserve(1 << 20);
 }
 
 CaptureStage::~CaptureStage() { close(); }
@@ -94,23 +96,23 @@ void CaptureStage::record(std::uint64_t time_ns, Direction direction, const core
 }
 
 void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route,
-                                 std::uint16_t dst_port, std::span<const std::uint8_t> payload) {
+                                 std::uint16_t dst_port, std::span<const std::uint8_t> payload,
+                                 std::vector<std::uint8_t>* take) {
   const bool v4 = core::is_ipv4_mapped(route.dst);  // as the engine chooses the header its ICRC covers
   const std::size_t ip_len = v4 ? wire::Ipv4::min_length : wire::Ipv6::length;
   const std::size_t udp_len = wire::Udp::length + payload.size();
   const std::size_t eth_len = wire::Ethernet::length;
-  const std::size_t frame_len = eth_len + ip_len + udp_len;
-  if (closing_ || queue_.size() + kRecordHeader + frame_len > kMaxQueuedBytes) {
+  const std::size_t headers_len = eth_len + ip_len + wire::Udp::length;
+  const std::size_t frame_len = headers_len + payload.size();
+  if (closing_ || queue_.bytes + sizeof(PcapRecordHeader) + frame_len > kMaxQueuedBytes) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  const std::size_t at = queue_.size();
-  queue_.resize(at + kRecordHeader + frame_len);
-  std::uint8_t* rec = queue_.data() + at;
-  const auto length32 = static_cast<std::uint32_t>(frame_len);
-  std::memcpy(rec, &time_ns, sizeof time_ns);
-  std::memcpy(rec + sizeof time_ns, &length32, sizeof length32);
-  std::uint8_t* out = rec + kRecordHeader;
+  QueuedFrame& f = queue_.frames.emplace_back();
+  f.record = PcapRecordHeader::make(time_ns, static_cast<std::uint32_t>(frame_len));
+  f.headers_length = static_cast<std::uint8_t>(headers_len);
+  queue_.bytes += sizeof(PcapRecordHeader) + frame_len;
+  std::uint8_t* out = f.headers.data();
 
   const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
   eth.emit(out, v4 ? wire::ethertype::ipv4 : wire::ethertype::ipv6);
@@ -126,13 +128,21 @@ void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, con
   wire::Udp::dst_port::set(udp, dst_port);
   wire::Udp::total_length::set(udp, udp_len);
   wire::Udp::checksum::set(udp, 0);  // IPv4: SO_NO_CHECK
-  if (!payload.empty()) std::memcpy(udp + wire::Udp::length, payload.data(), payload.size());
   if (!v4) {
     const std::uint32_t pseudo =
         wire::pseudo_header_sum({ip + wire::Ipv6::src_offset, 16}, {ip + wire::Ipv6::dst_offset, 16}, wire::ip_proto::udp,
                                 static_cast<std::uint32_t>(udp_len));
-    const std::uint16_t sum = wire::inet_fold(wire::inet_sum({udp, udp_len}, pseudo));
-    wire::Udp::checksum::set(udp, sum == 0 ? 0xFFFF : sum);  // 0 would mean "none" (RFC 768)
+    const std::uint32_t sum = wire::inet_sum(payload, wire::inet_sum({udp, wire::Udp::length}, pseudo));
+    const std::uint16_t folded = wire::inet_fold(sum);
+    wire::Udp::checksum::set(udp, folded == 0 ? 0xFFFF : folded);  // 0 would mean "none" (RFC 768)
+  }
+  if (take != nullptr) {
+    f.taken = std::move(*take);
+  } else {
+    f.copied_at = queue_.copied.size();
+    f.copied_length = payload.size();
+    queue_.copied.resize(f.copied_at + payload.size());
+    if (!payload.empty()) std::memcpy(queue_.copied.data() + f.copied_at, payload.data(), payload.size());
   }
 }
 
@@ -141,15 +151,15 @@ void CaptureStage::commit() { wake_.notify_one(); }
 void CaptureStage::flush() {
   std::unique_lock lock(mutex_);
   wake_.notify_one();
-  drained_.wait(lock, [&] { return (queue_.empty() && !busy_) || closed_; });
+  drained_.wait(lock, [&] { return (queue_.frames.empty() && !busy_) || closed_; });
 }
 
-void CaptureStage::record_tx(std::span<const core::TxPacket> packets) {
+void CaptureStage::record_tx(std::span<core::TxPacket> packets) {
   if (packets.empty()) return;
   const std::uint64_t now = wall_clock_ns();
   {
     std::lock_guard lock(mutex_);
-    for (const core::TxPacket& p : packets) record_locked(now, Direction::tx, p.route, wire::kRoceV2Port, p.bytes);
+    for (core::TxPacket& p : packets) record_locked(now, Direction::tx, p.route, wire::kRoceV2Port, p.bytes, &p.bytes);
   }
   commit();
 }
@@ -171,39 +181,75 @@ void CaptureStage::record_rx(std::span<const core::RxPacket> packets, std::uint1
 }
 
 void CaptureStage::run() {
-  CaptureBuffer batch;
-  batch.reserve(1 << 20);
+  Queue batch;
+  batch.frames.reserve(1024);
+  batch.copied.reserve(1 << 20);
   std::unique_lock lock(mutex_);
   while (true) {
-    wake_.wait(lock, [&] { return !queue_.empty() || closing_; });
-    if (queue_.empty()) break;  // closing, and everything is written
-    batch.swap(queue_);         // queue_ takes the empty batch buffer, its capacity kept
+    wake_.wait(lock, [&] { return !queue_.frames.empty() || closing_; });
+    if (queue_.frames.empty()) break;  // closing, and everything is written
+    std::swap(batch, queue_);          // queue_ takes the empty batch's buffers, their capacity kept
     busy_ = true;
     lock.unlock();
-    std::uint64_t frames = 0;
-    for (std::size_t at = 0; at + kRecordHeader <= batch.size(); ++frames) {
-      std::uint64_t time_ns = 0;
-      std::uint32_t length = 0;
-      std::memcpy(&time_ns, batch.data() + at, sizeof time_ns);
-      std::memcpy(&length, batch.data() + at + sizeof time_ns, sizeof length);
-      writer_->write(time_ns, {batch.data() + at + kRecordHeader, length});
-      at += kRecordHeader + length;
-    }
-    if (writer_->flush()) {
-      written_.fetch_add(frames, std::memory_order_relaxed);
+    if (write_batch(batch)) {
+      written_.fetch_add(batch.frames.size(), std::memory_order_relaxed);
     } else {
-      // stdio does not say how much of its buffer reached the file: the batch counts as lost.
+      // A short or failed write leaves the file's end unknown: the batch counts as lost.
       const int err = errno;
-      dropped_.fetch_add(frames, std::memory_order_relaxed);
+      dropped_.fetch_add(batch.frames.size(), std::memory_order_relaxed);
       lock.lock();
       if (error_.empty()) error_ = std::strerror(err);
       lock.unlock();
     }
-    batch.clear();
+    batch.frames.clear();  // frees the sent packets' buffers
+    batch.copied.clear();
+    batch.bytes = 0;
     lock.lock();
     busy_ = false;
     drained_.notify_all();
   }
+}
+
+bool CaptureStage::write_batch(const Queue& batch) {
+  // Three pieces a frame (record header, synthesised headers, payload), IOV_MAX at a time.
+  constexpr std::size_t kMaxIov = IOV_MAX;
+  iovec iov[kMaxIov];
+  const int fd = writer_->fd();
+  std::size_t n = 0;
+  const auto write_out = [&]() {
+    for (std::size_t first = 0; first < n;) {
+      const ssize_t w = ::writev(fd, iov + first, static_cast<int>(std::min(n - first, kMaxIov)));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      if (w == 0) {
+        errno = EIO;
+        return false;
+      }
+      // Skips what was written; a partial piece keeps its rest.
+      for (auto left = static_cast<std::size_t>(w); left > 0;) {
+        if (left >= iov[first].iov_len) {
+          left -= iov[first++].iov_len;
+        } else {
+          iov[first].iov_base = static_cast<std::uint8_t*>(iov[first].iov_base) + left;
+          iov[first].iov_len -= left;
+          left = 0;
+        }
+      }
+    }
+    n = 0;
+    return true;
+  };
+  for (const QueuedFrame& f : batch.frames) {
+    if (n + 3 > kMaxIov && !write_out()) return false;
+    const std::uint8_t* payload = f.taken.empty() ? batch.copied.data() + f.copied_at : f.taken.data();
+    const std::size_t payload_len = f.taken.empty() ? f.copied_length : f.taken.size();
+    iov[n++] = {const_cast<PcapRecordHeader*>(&f.record), sizeof f.record};
+    iov[n++] = {const_cast<std::uint8_t*>(f.headers.data()), f.headers_length};
+    if (payload_len != 0) iov[n++] = {const_cast<std::uint8_t*>(payload), payload_len};
+  }
+  return write_out();
 }
 
 void CaptureStage::close() {

@@ -14,9 +14,11 @@
 // The ICRC the engine sealed is over exactly these headers (core/roce_headers.hpp), so it
 // verifies in the file.
 //
-// Writing is off the packet path: record() builds the frame straight into an in-memory
-// queue (one copy of the payload, under the host's lock), and a writer thread of the stage's
-// own hands the queued frames to libpcap's dumper and flushes the file after each batch.
+// Writing is off the packet path: record_tx() queues each sent packet's own buffer with the
+// headers it synthesises (no copy of the payload), record_rx() copies a received payload
+// (the backend reuses its receive buffers), and a writer thread of the stage's own hands
+// each batch to the kernel as whole pcap records with writev(): no copy in user space on the
+// way to the file for what the device sends. libpcap creates the file and its header.
 // The queue holds at most kMaxQueuedBytes; when the writer falls that far behind (a slow
 // disk), further frames are dropped and counted in frames_dropped, as are frames the file
 // cannot take (a failed flush: disk full, I/O error). pcap has no record that could carry
@@ -27,6 +29,7 @@
 // stage still open. Frames recorded after that, or on _exit() or a fatal signal, are lost.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -100,9 +103,10 @@ class CaptureStage {
   // Waits until everything recorded so far is in the file.
   void flush();
 
-  // A burst, stamped with the time now, then committed: the packets the backend dealt with,
-  // and the packets it received on local port `local_port`.
-  void record_tx(std::span<const core::TxPacket> packets);
+  // A burst, stamped with the time now, then committed: the packets the backend dealt with
+  // (their bytes are taken: the packets are left empty), and the packets it received on local
+  // port `local_port`.
+  void record_tx(std::span<core::TxPacket> packets);
   void record_rx(std::span<const core::RxPacket> packets, std::uint16_t local_port);
 
   // Drains the queue, stops the writer and closes the file; says on stderr how many frames
@@ -119,16 +123,38 @@ class CaptureStage {
 
  private:
   CaptureStage(std::string path, PcapWriter writer);
+  // Ethernet + IPv6 + UDP: the most the stage puts before a payload.
+  static constexpr std::size_t kMaxHeaders = 14 + 40 + 8;
+
+  // One frame for the writer: its record header, the headers the stage made, and the UDP
+  // payload, either a sent packet's buffer or a range of the queue's copied bytes.
+  struct QueuedFrame {
+    PcapRecordHeader record;
+    std::uint8_t headers_length = 0;
+    std::array<std::uint8_t, kMaxHeaders> headers;
+    std::vector<std::uint8_t> taken;  // a sent packet's bytes
+    std::size_t copied_at = 0;        // or a received packet's, in Queue::copied
+    std::size_t copied_length = 0;
+  };
+  struct Queue {
+    std::vector<QueuedFrame> frames;
+    CaptureBuffer copied;
+    std::size_t bytes = 0;  // what the frames will take in the file
+  };
+
   void run();  // the writer thread
+  // Queues a frame carrying `payload`, or the bytes of `take` when given (mutex_ held).
   void record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route, std::uint16_t dst_port,
-                     std::span<const std::uint8_t> payload);  // mutex_ held
+                     std::span<const std::uint8_t> payload, std::vector<std::uint8_t>* take = nullptr);
+  // Writes a batch's records to the file; false (errno set) on a write error.
+  bool write_batch(const Queue& batch);
 
   const std::string path_;
   std::optional<PcapWriter> writer_;  // the writer thread's, until close()
   std::mutex mutex_;                  // guards the fields below it
   std::condition_variable wake_;      // the writer: frames queued, or closing
   std::condition_variable drained_;   // flush(): the writer wrote a batch
-  CaptureBuffer queue_;                // records: u64 time_ns, u32 length, the frame
+  Queue queue_;
   bool busy_ = false;                 // the writer is writing a batch it took from queue_
   bool closing_ = false;
   bool closed_ = false;

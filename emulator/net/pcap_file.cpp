@@ -84,4 +84,6 @@ void PcapWriter::write(std::uint64_t time_ns, std::span<const std::uint8_t> fram
 
 bool PcapWriter::flush() { return pcap_dump_flush(dumper_.get()) == 0; }
 
+int PcapWriter::fd() const { return fileno(pcap_dump_file(dumper_.get())); }
+
 }  // namespace softrdma::net

@@ -46,6 +46,21 @@ class PcapReader {
   std::string error_;
 };
 
+// A record's header as PcapWriter's files hold it (libpcap's on-disk layout: four 32-bit
+// fields in this machine's byte order, the file header's magic says which; nanoseconds, as
+// PcapWriter opens its files with nanosecond precision).
+struct PcapRecordHeader {
+  std::uint32_t seconds = 0;
+  std::uint32_t nanoseconds = 0;
+  std::uint32_t captured_length = 0;
+  std::uint32_t original_length = 0;
+  static PcapRecordHeader make(std::uint64_t time_ns, std::uint32_t length) {
+    return {static_cast<std::uint32_t>(time_ns / 1'000'000'000u), static_cast<std::uint32_t>(time_ns % 1'000'000'000u),
+            length, length};
+  }
+};
+static_assert(sizeof(PcapRecordHeader) == 16);
+
 class PcapWriter {
  public:
   // `buffer_bytes`: the size of the file's stdio buffer (0: stdio's default, a few KiB). A
@@ -59,6 +74,10 @@ class PcapWriter {
   void write(std::uint64_t time_ns, std::span<const std::uint8_t> frame);
   // Writes the buffered frames out; false on a write error (errno says which).
   bool flush();
+  // The file's descriptor, for a writer that builds whole records itself
+  // (PcapRecordHeader) and hands many to the kernel at once: flush() first, and after that
+  // write() no more through this object.
+  int fd() const;
 
  private:
   struct CloseDead {
