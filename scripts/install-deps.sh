@@ -15,6 +15,8 @@ packages=(
   # unmodified RDMA programs the verbs shim is tested with (rdma-core 44 in Debian 12), and
   # objdump/readelf for the shim's export-table check
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
+  # scripts/bench.sh: the kernel baselines perftest is compared with, and its plot
+  iperf3 sockperf gnuplot-nox
 )
 
 SUDO=""
