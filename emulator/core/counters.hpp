@@ -45,6 +45,7 @@ struct QpCounters {
 struct DeviceCounters {
   QpCounters qps;                 // the sum over QPs, destroyed ones included
   std::uint64_t icrc_err = 0;     // packets dropped for a bad ICRC
+  std::uint64_t icrc_ipv4_id_solved = 0;  // accepted with a non-zero IPv4 ID solved for (rxe)
   std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check
   std::uint64_t unknown_qp = 0;   // packets for a QPN that does not exist
   std::uint64_t dropped = 0;      // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC

@@ -53,8 +53,9 @@ struct DeviceConfig {
 };
 
 // A packet the engine received: the UDP payload (BTH through ICRC) and the addresses it came
-// with. The ICRC covers the IP and UDP headers too; the engine rebuilds them as a RoCEv2
-// sender with IPv4 ID 0 writes them (icrc.hpp) unless the host already checked it.
+// with. The ICRC covers the IP and UDP headers too; unless the host already checked it, the
+// engine rebuilds them as a RoCEv2 sender with IPv4 ID 0 writes them (icrc.hpp), and when
+// that fails solves for the IPv4 ID the host could not see (wire/icrc_ipv4_id.hpp).
 struct RxPacket {
   std::span<const std::uint8_t> bytes;
   Gid src_gid{};
@@ -200,7 +201,10 @@ class Device {
   // by finish().
   TxPacket packet_to(const Qp& qp, const AddressVector& av) const;
   void finish(TxPacket& p) const;
-  bool icrc_ok(const RxPacket& rx, const wire::IbPacket& p) const;
+  // How a received packet's ICRC verified: as sent with IPv4 ID 0 (softrdma peers), only
+  // with some other ID solved for (rxe, NICs: wire/icrc_ipv4_id.hpp), or not at all.
+  enum class IcrcVerdict : std::uint8_t { ok, ok_with_solved_ipv4_id, bad };
+  IcrcVerdict check_icrc(const RxPacket& rx, const wire::IbPacket& p) const;
 
   DeviceConfig config_;
   Memory& memory_;

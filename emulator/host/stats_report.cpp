@@ -81,11 +81,12 @@ void put(JsonOut& j, const core::QpCounters& c) {
   j.number("rnr_retry_exceeded_err", c.rnr_retry_exceeded_err);
 }
 
-static_assert(sizeof(core::DeviceCounters) == sizeof(core::QpCounters) + 4 * sizeof(std::uint64_t),
+static_assert(sizeof(core::DeviceCounters) == sizeof(core::QpCounters) + 5 * sizeof(std::uint64_t),
               "a DeviceCounters field is missing below");
 void put(JsonOut& j, const core::DeviceCounters& c) {
   put(j, c.qps);
   j.number("icrc_err", c.icrc_err);
+  j.number("icrc_ipv4_id_solved", c.icrc_ipv4_id_solved);
   j.number("malformed", c.malformed);
   j.number("unknown_qp", c.unknown_qp);
   j.number("dropped", c.dropped);

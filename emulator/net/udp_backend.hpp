@@ -13,8 +13,8 @@
 //   with it (core::DeviceConfig::udp_source_port), because the ICRC covers it.
 // - A socket sees no IPv4 ID on receive, so it cannot check a peer's ICRC over the real
 //   headers: RxPacket.icrc_checked stays false and the engine checks the ICRC as if the ID
-//   were 0, which is what softrdma peers send (a peer with non-zero IDs, such as rxe or a
-//   NIC, fails that check and is counted in DeviceCounters::icrc_err).
+//   were 0, which is what softrdma peers send; for a peer with non-zero IDs, such as rxe or
+//   a NIC, it solves for the ID instead (DeviceCounters::icrc_ipv4_id_solved).
 // Not used yet: UDP GSO/GRO (the ICRC of GSO segment k needs ID k, which the engine does not
 // compute) and per-QP source ports.
 #pragma once

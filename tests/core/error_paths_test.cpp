@@ -7,8 +7,13 @@
 #include <cstring>
 #include <functional>
 
+#include "emulator/core/roce_headers.hpp"
 #include "tests/core/verbs_test_util.hpp"
+#include "wire/icrc.hpp"
+#include "wire/ipv4.hpp"
+#include "wire/ipv6.hpp"
 #include "wire/opcode.hpp"
+#include "wire/udp.hpp"
 
 using namespace test;
 namespace acc = core::access;
@@ -708,6 +713,41 @@ TEST_CASE("Receive path: malformed, corrupted, misaddressed and foreign packets 
   // The packet as it was sent is still taken.
   p.b.dev->receive(p.net.now, rx_of(tx->bytes, *tx, false));
   CHECK(p.b.poll(p.b.recv_cq).at(0).status == WcStatus::success);
+}
+
+TEST_CASE("Receive path: a packet sealed with a non-zero IPv4 ID, as rxe sends, is taken and counted apart",
+          "[core][errors][receive][icrc]") {
+  Pair p;
+  post_recv(p.b, 1, 0, 256);
+  post_recv(p.b, 2, 0, 256);
+  post_send(p, p.a, make_wr(WrOpcode::send, 1, {p.a.sge(0, 64)}));
+  const auto tx = p.a.dev->transmit(p.net.now);
+  REQUIRE(tx);
+  REQUIRE(core::is_ipv4_mapped(tx->route.dst));
+  // Reseal it for the headers rxe would have sent: the same, but IPv4 ID 17430.
+  const std::size_t covered = tx->bytes.size() - wire::kIcrcLength;
+  std::uint8_t udp[wire::Udp::length] = {};
+  wire::Udp::src_port::set(udp, tx->route.src_port);
+  wire::Udp::dst_port::set(udp, wire::kRoceV2Port);
+  wire::Udp::total_length::set(udp, wire::Udp::length + tx->bytes.size());
+  std::uint8_t ip[wire::Ipv6::length] = {};
+  REQUIRE(core::write_ip_header(tx->route, sizeof udp + tx->bytes.size(), ip) == wire::Ipv4::min_length);
+  wire::Ipv4::identification::set(ip, 17430);
+  std::vector<std::uint8_t> bytes = tx->bytes;
+  wire::store_icrc(bytes.data() + covered, wire::compute_icrc(wire::NetworkHeader::ipv4, {ip, wire::Ipv4::min_length}, udp,
+                                                              {bytes.data(), covered}));
+  REQUIRE(bytes != tx->bytes);
+
+  p.b.dev->receive(p.net.now, rx_of(bytes, *tx, false));
+  CHECK(p.b.dev->counters().icrc_ipv4_id_solved == 1);
+  CHECK(p.b.dev->counters().icrc_err == 0);
+  CHECK(p.b.poll(p.b.recv_cq).at(0).status == WcStatus::success);
+  // One flipped payload bit is explained by no ID: dropped as an ICRC error.
+  bytes[12 + 10] ^= 0x10;
+  p.b.dev->receive(p.net.now, rx_of(bytes, *tx, false));
+  CHECK(p.b.dev->counters().icrc_err == 1);
+  CHECK(p.b.dev->counters().icrc_ipv4_id_solved == 1);
+  CHECK(p.b.poll(p.b.recv_cq).empty());
 }
 
 // --- timers ---------------------------------------------------------------------------------------------
