@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""The benchmark suite's runner (issue 7), called by scripts/bench.sh: unmodified perftest over
+softrdma against the kernel's TCP/UDP baselines on the same path, interleaved (per repetition:
+ours, then the baseline, then ours...) so machine drift hits both sides alike; medians.
+
+usage: bench_suite.py SOFTRDMA OUTDIR [--reps N] [--full | --smoke] [--paths loop[,veth]]
+                      [--netns A B --addrs ADDR_A ADDR_B] [--idle-seconds S]
+
+SOFTRDMA is the `softrdma` executable; OUTDIR receives results.csv, table.txt, the plot's data
+files (bw_PATH.dat, lat_PATH.dat) and logs/ (every program's stdout and stderr). The veth path
+runs servers in network namespace A and clients in namespace B, which scripts/bench.sh creates
+(and removes) with ADDR_A and ADDR_B on the two ends of a veth.
+
+Units: bandwidth in MB/s of 10^6 bytes (perftest prints MiB/s: converted), latency in
+microseconds, one way for SEND/WRITE and the UDP/TCP ping-pongs, a full round trip for READ
+(perftest reports READ latency as the round trip, so its baseline is qperf tcp_lat x 2).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+PERFTEST_MB = 1 << 20  # perftest's "MB/sec" is MiB/s
+RUN_TIMEOUT = 60  # seconds for one program pair
+LISTEN_TIMEOUT = 20
+DEFAULT_BW_SIZES = [2, 64, 1024, 4096, 65536, 1 << 20]
+FULL_BW_SIZES = [1 << k for k in range(1, 21)]  # 2 B .. 1 MiB
+LAT_SIZES = [2, 4096, 65536]
+QP_COUNTS = [1, 16, 256]
+IPERF3_MAX_STREAMS = 128  # iperf3 -P accepts at most 128
+SOCKPERF_MIN, UDP_MAX = 14, 65507  # sockperf's smallest message; the largest UDP payload on IPv4
+CPU_SIZE, CPU_SHORT_ITERS, CPU_LONG_ITERS = 65536, 50, 4000
+# Latency iterations: 500 give a stable median, and ib_write_lat over softrdma takes milliseconds
+# per iteration on a loaded 2-core machine (both programs spin on memory and the device's
+# progress thread waits for a core), which would otherwise dominate the suite's time.
+LAT_ITERS = 500
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: nothing outlives the suite
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths: where servers and clients run and which address the client dials.
+
+class Path:
+    def __init__(self, name, server_ns=None, client_ns=None, server_addr="127.0.0.1", client_addr=None):
+        self.name = name
+        self.server_ns, self.client_ns = server_ns, client_ns
+        self.server_addr, self.client_addr = server_addr, client_addr
+
+    def wrap(self, role, argv):
+        ns = self.server_ns if role == "server" else self.client_ns
+        return (["ip", "netns", "exec", ns] if ns else []) + argv
+
+    def softrdma_run(self, softrdma, role):
+        """`softrdma run` with the device on this side's address (loopback: the first free
+        127.0.0.N, so the two processes need no configuration)."""
+        addr = self.server_addr if role == "server" else self.client_addr
+        return [softrdma, "run"] + (["--ip", addr] if self.server_ns else []) + ["--"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running programs: stdout/stderr to files, CPU seconds from wait4's rusage.
+
+class Proc:
+    def __init__(self, argv, log_base):
+        self.argv = argv
+        self.out_path, self.err_path = log_base + ".out", log_base + ".err"
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                          preexec_fn=_die_with_parent)
+        self.rc = None
+        self.cpu = None  # user + system seconds, its reaped children included
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def poll(self):
+        if self.rc is None:
+            pid, status, ru = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                self.rc = os.waitstatus_to_exitcode(status)
+                self.cpu = ru.ru_utime + ru.ru_stime
+                self.popen.returncode = self.rc
+        return self.rc
+
+    def wait(self, deadline):
+        while self.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self.rc is None:
+            self.stop(signal.SIGKILL)
+        return self.rc
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+            deadline = time.monotonic() + 3
+            while self.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.rc is None:
+                os.kill(self.pid, signal.SIGKILL)
+                while self.poll() is None:
+                    time.sleep(0.02)
+
+    def stdout(self):
+        with open(self.out_path, errors="replace") as f:
+            return f.read()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def bound(pid, port, udp=False):
+    """Whether process PID holds a TCP socket in LISTEN (or a bound UDP socket) on PORT, read
+    from its own namespace's /proc tables, so no probe connection reaches the server."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return False
+    state = "07" if udp else "0A"  # TCP_CLOSE (an unconnected UDP socket) / TCP_LISTEN
+    for table in (("udp", "udp6") if udp else ("tcp", "tcp6")):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
+                return True
+    return False
+
+
+class Runner:
+    def __init__(self, softrdma, outdir):
+        self.softrdma = softrdma
+        self.logs = os.path.join(outdir, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.count = 0
+
+    def pair(self, path, tag, server_argv, client_argv, udp=False):
+        """Starts the server, waits until it is bound on the port, runs the client. The argvs
+        are functions of the port. Returns (server, client) Procs after both ended, or None."""
+        self.count += 1
+        base = os.path.join(self.logs, f"{self.count:04d}.{path.name}.{tag}")
+        deadline = time.monotonic() + RUN_TIMEOUT
+        for _ in range(3):
+            port = free_port()
+            server = Proc(path.wrap("server", server_argv(port)), base + ".server")
+            until = min(deadline, time.monotonic() + LISTEN_TIMEOUT)
+            while server.poll() is None and not bound(server.pid, port, udp) and time.monotonic() < until:
+                time.sleep(0.02)
+            if server.poll() is None and bound(server.pid, port, udp):
+                break
+            server.stop(signal.SIGKILL)
+        else:
+            warn(f"{path.name} {tag}: the server never listened (see {base}.server.*)")
+            return None
+        client = Proc(path.wrap("client", client_argv(port)), base + ".client")
+        client.wait(deadline)
+        return server, client
+
+
+def warn(message):
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+# ---------------------------------------------------------------------------------------------
+# The measurements. Each returns a dict with "value" (and "cpu", "bytes" where known) or None.
+
+def perftest(runner, path, program, size, iters, extra=()):
+    """An unmodified perftest pair over softrdma: bw tests give MB/s and msg/s, lat tests the
+    typical (median) latency in microseconds."""
+    def argv(role):
+        return lambda port: path.softrdma_run(runner.softrdma, role) + [
+            program, "-d", "srdma0", "-x", "0", "-F", "-p", str(port), "-s", str(size), "-n", str(iters),
+            *extra] + ([path.server_addr] if role == "client" else [])
+    ran = runner.pair(path, f"{program}.{size}", argv("server"), argv("client"))
+    if ran is None:
+        return None
+    server, client = ran
+    server.wait(time.monotonic() + 10)
+    row = re.search(rf"^\s*{size}\s+(\d+)\s+({NUM})\s+({NUM})\s+({NUM})\s*(?:({NUM})\s*)?", client.stdout(), re.M)
+    if client.rc != 0 or server.rc != 0 or row is None:
+        warn(f"{path.name} {program} -s {size}: failed (exit {server.rc}/{client.rc}; {client.out_path})")
+        return None
+    cpu = server.cpu + client.cpu
+    if program.endswith("_bw"):
+        mbps = float(row.group(3)) * PERFTEST_MB / 1e6
+        return {"value": mbps, "msg_rate": float(row.group(4)) * 1e6, "cpu": cpu,
+                "bytes": size * int(row.group(1))}
+    return {"value": float(row.group(4)), "cpu": cpu}  # t_typical
+
+
+def qperf(runner, path, test, size, seconds=1):
+    """qperf TEST (tcp_bw: MB/s; tcp_lat, udp_lat: one-way microseconds) with a server of its own."""
+    ran = runner.pair(path, f"qperf.{test}.{size}", lambda port: ["qperf", "-lp", str(port)],
+                      lambda port: ["qperf", "-lp", str(port), "-t", str(seconds), "-m", str(size), "-vv",
+                                    path.server_addr, test])
+    if ran is None:
+        return None
+    server, client = ran
+    time.sleep(0.1)  # the server reaps the child that served the test
+    server.stop()
+    out = client.stdout()
+    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+    if test == "tcp_bw":
+        m = re.search(rf"^\s*bw\s*=\s*({NUM})\s*([KMGT]?)B/sec", out, re.M)
+        sent = re.search(rf"^\s*send_bytes\s*=\s*({NUM})\s*([KMGT]?)B", out, re.M)
+        if client.rc != 0 or m is None:
+            warn(f"{path.name} qperf {test} -m {size}: failed ({client.out_path})")
+            return None
+        return {"value": float(m.group(1)) * scale[m.group(2)] / 1e6, "cpu": server.cpu + client.cpu,
+                "bytes": float(sent.group(1)) * scale[sent.group(2)] if sent else None}
+    m = re.search(rf"^\s*latency\s*=\s*({NUM})\s*(ns|us|ms|sec)", out, re.M)
+    if client.rc != 0 or m is None or float(m.group(1)) == 0:
+        warn(f"{path.name} qperf {test} -m {size}: failed ({client.out_path})")
+        return None
+    return {"value": float(m.group(1)) * {"ns": 1e-3, "us": 1, "ms": 1e3, "sec": 1e6}[m.group(2)]}
+
+
+def sockperf(runner, path, mode, size, seconds=1):
+    """sockperf over UDP: ping-pong gives the median one-way latency (its percentile 50, as
+    perftest's t_typical is a median), throughput the sender's messages per second."""
+    ran = runner.pair(path, f"sockperf.{mode}.{size}",
+                      lambda port: ["sockperf", "sr", "-i", path.server_addr, "-p", str(port)],
+                      lambda port: ["sockperf", mode, "-i", path.server_addr, "-p", str(port), "-t", str(seconds),
+                                    "-m", str(size)], udp=True)
+    if ran is None:
+        return None
+    server, client = ran
+    server.stop()
+    out = client.stdout() + open(client.err_path, errors="replace").read()
+    pattern = r"percentile 50\.000 =\s*(" + NUM + ")" if mode == "pp" else r"Message Rate is (" + NUM + ")"
+    m = re.search(pattern, out)
+    if client.rc != 0 or m is None:
+        warn(f"{path.name} sockperf {mode} -m {size}: failed ({client.out_path})")
+        return None
+    return {"value": float(m.group(1))}
+
+
+def iperf3(runner, path, streams, seconds=1):
+    """iperf3 TCP, STREAMS parallel connections: the receiver's MB/s."""
+    ran = runner.pair(path, f"iperf3.P{streams}", lambda port: ["iperf3", "-s", "-1", "-p", str(port)],
+                      lambda port: ["iperf3", "-c", path.server_addr, "-p", str(port), "-t", str(seconds),
+                                    "-P", str(streams), "-J"])
+    if ran is None:
+        return None
+    server, client = ran
+    server.wait(time.monotonic() + 5)
+    try:
+        received = json.loads(client.stdout())["end"]["sum_received"]
+        return {"value": received["bits_per_second"] / 8e6, "cpu": (server.cpu or 0) + client.cpu,
+                "bytes": received["bytes"]}
+    except (ValueError, KeyError, TypeError):
+        warn(f"{path.name} iperf3 -P {streams}: failed ({client.out_path})")
+        return None
+
+
+def idle_device(runner, seconds):
+    """An ibv_rc_pingpong server over softrdma waiting for a client that never comes: the CPU
+    its whole process used in SECONDS (% of one core) and its VmRSS (MiB) at the end."""
+    port = free_port()
+    base = os.path.join(runner.logs, "idle.ibv_rc_pingpong")
+    server = Proc([runner.softrdma, "run", "--", "ibv_rc_pingpong", "-d", "srdma0", "-g", "0", "-p", str(port)],
+                  base)
+    until = time.monotonic() + LISTEN_TIMEOUT
+    while server.poll() is None and not bound(server.pid, port) and time.monotonic() < until:
+        time.sleep(0.02)
+    if server.poll() is not None or not bound(server.pid, port):
+        server.stop(signal.SIGKILL)
+        warn(f"idle: the ibv_rc_pingpong server never listened ({base}.err)")
+        return None
+
+    def ticks():
+        with open(f"/proc/{server.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime (fields 14 and 15 of proc(5))
+
+    time.sleep(0.5)  # let start-up settle: the device's progress thread spins briefly after activity
+    t0, c0 = time.monotonic(), ticks()
+    time.sleep(seconds)
+    t1, c1 = time.monotonic(), ticks()
+    with open(f"/proc/{server.pid}/status") as f:
+        rss_kib = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+    server.stop()
+    return {"cpu_pct": 100.0 * (c1 - c0) / os.sysconf("SC_CLK_TCK") / (t1 - t0), "ticks": c1 - c0,
+            "rss_mib": rss_kib / 1024.0, "seconds": t1 - t0}
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: groups of measurements run interleaved per repetition, then rows built from medians.
+
+def bw_iters(size, smoke):
+    if smoke:
+        return 200
+    return max(200, min(20000, (64 << 20) // size))  # about 64 MiB a run, 200..20000 messages
+
+
+def plan(args):
+    """[(group name, [(key, function)])]: each repetition runs a group's measurements in order."""
+    sizes = [65536] if args.smoke else (FULL_BW_SIZES if args.full else DEFAULT_BW_SIZES)
+    groups = []
+    for size in sizes:
+        ms = [(("pt", "ib_write_bw", size), lambda r, p, s=size: perftest(r, p, "ib_write_bw", s, bw_iters(s, args.smoke))),
+              (("qperf", "tcp_bw", size), lambda r, p, s=size: qperf(r, p, "tcp_bw", s))]
+        if not args.smoke:
+            ms.insert(1, (("pt", "ib_read_bw", size), lambda r, p, s=size: perftest(r, p, "ib_read_bw", s, bw_iters(s, False))))
+            ms.insert(2, (("pt", "ib_send_bw", size), lambda r, p, s=size: perftest(r, p, "ib_send_bw", s, bw_iters(s, False))))
+            if size == 64:  # the message-rate target: UDP packets/s of 64 B
+                ms.append((("sockperf", "tp", 64), lambda r, p: sockperf(r, p, "tp", 64)))
+        groups.append((f"bandwidth {size} B", ms))
+    if args.smoke:
+        return groups
+    for size in LAT_SIZES:
+        udp = min(max(size, SOCKPERF_MIN), UDP_MAX)
+        groups.append((f"latency {size} B", [
+            (("pt", "ib_send_lat", size), lambda r, p, s=size: perftest(r, p, "ib_send_lat", s, LAT_ITERS)),
+            (("sockperf", "pp", size), lambda r, p, u=udp: sockperf(r, p, "pp", u)),
+            (("pt", "ib_write_lat", size), lambda r, p, s=size: perftest(r, p, "ib_write_lat", s, LAT_ITERS)),
+            (("qperf", "udp_lat", size), lambda r, p, u=min(size, UDP_MAX): qperf(r, p, "udp_lat", u)),
+            (("pt", "ib_read_lat", size), lambda r, p, s=size: perftest(r, p, "ib_read_lat", s, LAT_ITERS)),
+            (("qperf", "tcp_lat", size), lambda r, p, s=size: qperf(r, p, "tcp_lat", s)),
+        ]))
+    ms = []
+    for q in QP_COUNTS:
+        # -n counts per QP: about 64 MiB in all whatever the QP count.
+        ms += [(("pt", "ib_write_bw_q", q),
+                lambda r, p, q=q: perftest(r, p, "ib_write_bw", 65536, max(8, 1024 // q), ("-q", str(q)))),
+               (("iperf3", "P", q), lambda r, p, q=q: iperf3(r, p, min(q, IPERF3_MAX_STREAMS)))]
+    groups.append(("queue pairs 1/16/256 at 64 KiB", ms))
+    groups.append(("CPU per GB at 64 KiB", [
+        (("cpu", "short"), lambda r, p: perftest(r, p, "ib_write_bw", CPU_SIZE, CPU_SHORT_ITERS)),
+        (("cpu", "long"), lambda r, p: perftest(r, p, "ib_write_bw", CPU_SIZE, CPU_LONG_ITERS)),
+        (("cpu", "qperf"), lambda r, p: qperf(r, p, "tcp_bw", CPU_SIZE)),
+    ]))
+    return groups
+
+
+def measure(runner, paths, groups, reps):
+    results = {}  # (path, key) -> [result dicts]
+    for name, ms in groups:
+        for path in paths:
+            started = time.monotonic()
+            for _ in range(reps):
+                for key, fn in ms:
+                    results.setdefault((path.name, key), []).append(fn(runner, path))
+            print(f"bench: {path.name}: {name}: {reps} x {len(ms)} runs in {time.monotonic() - started:.0f} s",
+                  file=sys.stderr, flush=True)
+    return results
+
+
+def median(runs, field="value"):
+    values = [r[field] for r in runs if r is not None and r.get(field) is not None]
+    return (statistics.median(values), values) if values else (None, values)
+
+
+def size_label(size):
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return f"{size >> 20} MiB"
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size >> 10} KiB"
+    return f"{size} B"
+
+
+class Row:
+    def __init__(self, path, name, unit, ours, base, base_name, higher_better, target=None, size=""):
+        self.path, self.name, self.unit, self.size = path, name, unit, size
+        self.ours, self.ours_runs = ours
+        self.base, self.base_runs = base
+        self.base_name = base_name
+        self.higher_better = higher_better
+        self.target = target  # ("ratio" or "abs", ">=" or "<=", number)
+        self.ratio = self.ours / self.base if self.ours is not None and self.base else None
+
+    def met(self):
+        if self.target is None:
+            return ""
+        kind, op, bound_ = self.target
+        x = self.ratio if kind == "ratio" else self.ours
+        if x is None:
+            return "n/a"
+        return "met" if (x >= bound_ if op == ">=" else x <= bound_) else "NOT met"
+
+    def target_text(self):
+        if self.target is None:
+            return ""
+        kind, op, bound_ = self.target
+        return f"{op} {bound_:g}x" if kind == "ratio" else f"{op} {bound_:g} {self.unit}"
+
+
+def build_rows(results, paths, groups, idle):
+    rows = []
+    keys = {key for _, ms in groups for key, _ in ms}
+
+    def get(path, key, field="value"):
+        return median(results.get((path, key), []), field)
+
+    for path in [p.name for p in paths]:
+        for test in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
+            for key in sorted(k for k in keys if k[:2] == ("pt", test)):
+                size = key[2]
+                target = ("ratio", ">=", 1.0) if test == "ib_write_bw" and size == 65536 else None
+                rows.append(Row(path, f"{test} {size_label(size)}", "MB/s", get(path, key),
+                                get(path, ("qperf", "tcp_bw", size)), "qperf tcp_bw", True, target, size))
+        if ("pt", "ib_send_bw", 64) in keys:
+            rows.append(Row(path, "ib_send_bw 64 B message rate", "msg/s", get(path, ("pt", "ib_send_bw", 64), "msg_rate"),
+                            get(path, ("sockperf", "tp", 64)), "sockperf tp UDP 64 B", True, ("ratio", ">=", 0.8), 64))
+        for size in LAT_SIZES:
+            if ("pt", "ib_send_lat", size) not in keys:
+                continue
+            udp = min(max(size, SOCKPERF_MIN), UDP_MAX)
+            rows.append(Row(path, f"ib_send_lat {size_label(size)}", "us", get(path, ("pt", "ib_send_lat", size)),
+                            get(path, ("sockperf", "pp", size)), f"sockperf pp UDP {udp} B", False,
+                            ("ratio", "<=", 1.5) if size == 2 else None, size))
+            rows.append(Row(path, f"ib_write_lat {size_label(size)}", "us", get(path, ("pt", "ib_write_lat", size)),
+                            get(path, ("qperf", "udp_lat", size)), f"qperf udp_lat {min(size, UDP_MAX)} B", False,
+                            None, size))
+            tcp = get(path, ("qperf", "tcp_lat", size))
+            rows.append(Row(path, f"ib_read_lat {size_label(size)} (round trip)", "us",
+                            get(path, ("pt", "ib_read_lat", size)),
+                            (tcp[0] * 2 if tcp[0] is not None else None, [v * 2 for v in tcp[1]]),
+                            "qperf tcp_lat x 2", False, None, size))
+        if ("pt", "ib_write_bw_q", 1) in keys:
+            for q in QP_COUNTS:
+                rows.append(Row(path, f"ib_write_bw -q {q} 64 KiB", "MB/s", get(path, ("pt", "ib_write_bw_q", q)),
+                                get(path, ("iperf3", "P", q)), f"iperf3 -P {min(q, IPERF3_MAX_STREAMS)}", True))
+            rows.append(Row(path, "ib_write_bw 256 QPs vs 1 QP", "MB/s", get(path, ("pt", "ib_write_bw_q", 256)),
+                            get(path, ("pt", "ib_write_bw_q", 1)), "ours -q 1", True, ("ratio", ">=", 0.8)))
+        if ("cpu", "long") in keys:
+            rows.append(cpu_row(path, results))
+    if idle is not None:
+        rows.append(Row("loop", "idle device CPU", "% of a core", (idle["cpu_pct"], [idle["cpu_pct"]]), (None, []),
+                        "", False, ("abs", "<=", 1.0)))
+        rows.append(Row("loop", "idle device VmRSS", "MiB", (idle["rss_mib"], [idle["rss_mib"]]), (None, []),
+                        "", False, ("abs", "<=", 16.0)))
+    return rows
+
+
+def cpu_row(path, results):
+    """CPU seconds per GB moved. Ours: (CPU of a long run - CPU of a short run) / (bytes of the
+    long - bytes of the short), pairing the runs of one repetition, so perftest's and the
+    device's start-up (CPU frequency probe, registration) cancel out. qperf's start-up is a
+    TCP connection, negligible: its whole CPU over its bytes. Both ends' processes counted."""
+    ours = []
+    for short, long_ in zip(results.get((path, ("cpu", "short")), []), results.get((path, ("cpu", "long")), [])):
+        if short and long_ and long_["bytes"] > short["bytes"]:
+            ours.append((long_["cpu"] - short["cpu"]) / ((long_["bytes"] - short["bytes"]) / 1e9))
+    base = [r["cpu"] / (r["bytes"] / 1e9) for r in results.get((path, ("cpu", "qperf")), []) if r and r.get("bytes")]
+    return Row(path, "CPU per GB, ib_write_bw 64 KiB", "CPU s/GB",
+               (statistics.median(ours) if ours else None, ours),
+               (statistics.median(base) if base else None, base), "qperf tcp_bw 64 KiB", False, size=CPU_SIZE)
+
+
+# ---------------------------------------------------------------------------------------------
+# Output: the table, the CSV and the plot's data files.
+
+def fmt(x):
+    if x is None:
+        return "n/a"
+    if abs(x) >= 100000:
+        return f"{x:.3g}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3g}"
+
+
+def table(rows):
+    head = ["path", "row", "unit", "ours", "baseline", "baseline is", "ratio", "target", "met"]
+    body = [[r.path, r.name, r.unit, fmt(r.ours), fmt(r.base) if r.base_name else "",
+             r.base_name, f"{r.ratio:.2f}x" if r.ratio is not None else "", r.target_text(), r.met()] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip() for line in [head] + body]
+    return "\n".join(lines[:1] + ["-" * len(lines[0])] + lines[1:]) + "\n"
+
+
+def write_csv(rows, path):
+    import csv
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["path", "row", "size_bytes", "unit", "ours_median", "baseline_median", "baseline", "ratio",
+                    "target", "met", "ours_runs", "baseline_runs"])
+        for r in rows:
+            w.writerow([r.path, r.name, r.size, r.unit, r.ours, r.base, r.base_name, r.ratio, r.target_text(),
+                        r.met(), " ".join(f"{v:.6g}" for v in r.ours_runs),
+                        " ".join(f"{v:.6g}" for v in r.base_runs)])
+
+
+def write_plot_data(results, paths, outdir):
+    """bw_PATH.dat: size, ib_write_bw, ib_read_bw, ib_send_bw, qperf tcp_bw (MB/s);
+    lat_PATH.dat: size, ib_send_lat, ib_write_lat, ib_read_lat, sockperf pp, qperf udp_lat,
+    qperf tcp_lat x 2 (us). A missing figure is '?', which gnuplot skips."""
+    def m(path, key):
+        v = median(results.get((path, key), []))[0]
+        return "?" if v is None else f"{v:.6g}"
+
+    for path in [p.name for p in paths]:
+        sizes = sorted({k[2] for (p, k) in results if p == path and k[:2] == ("pt", "ib_write_bw")})
+        with open(os.path.join(outdir, f"bw_{path}.dat"), "w") as f:
+            f.write("# size ib_write_bw ib_read_bw ib_send_bw qperf_tcp_bw (MB/s)\n")
+            for s in sizes:
+                f.write(f"{s} {m(path, ('pt', 'ib_write_bw', s))} {m(path, ('pt', 'ib_read_bw', s))} "
+                        f"{m(path, ('pt', 'ib_send_bw', s))} {m(path, ('qperf', 'tcp_bw', s))}\n")
+        sizes = sorted({k[2] for (p, k) in results if p == path and k[:2] == ("pt", "ib_send_lat")})
+        with open(os.path.join(outdir, f"lat_{path}.dat"), "w") as f:
+            f.write("# size ib_send_lat ib_write_lat ib_read_lat sockperf_pp qperf_udp_lat qperf_tcp_lat_x2 (us)\n")
+            for s in sizes:
+                tcp = median(results.get((path, ("qperf", "tcp_lat", s)), []))[0]
+                f.write(f"{s} {m(path, ('pt', 'ib_send_lat', s))} {m(path, ('pt', 'ib_write_lat', s))} "
+                        f"{m(path, ('pt', 'ib_read_lat', s))} {m(path, ('sockperf', 'pp', s))} "
+                        f"{m(path, ('qperf', 'udp_lat', s))} {'?' if tcp is None else f'{tcp * 2:.6g}'}\n")
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("softrdma")
+    p.add_argument("outdir")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--full", action="store_true")
+    p.add_argument("--smoke", action="store_true")
+    p.add_argument("--paths", default="loop")
+    p.add_argument("--netns", nargs=2, metavar=("A", "B"))
+    p.add_argument("--addrs", nargs=2, metavar=("ADDR_A", "ADDR_B"))
+    p.add_argument("--idle-seconds", type=float, default=10)
+    a = p.parse_args(argv[1:])
+    paths = []
+    for name in a.paths.split(","):
+        if name == "loop":
+            paths.append(Path("loop"))
+        elif name == "veth" and a.netns and a.addrs:
+            paths.append(Path("veth", a.netns[0], a.netns[1], a.addrs[0], a.addrs[1]))
+        else:
+            p.error(f"unknown path '{name}' (loop, or veth with --netns and --addrs)")
+    os.makedirs(a.outdir, exist_ok=True)
+    runner = Runner(a.softrdma, a.outdir)
+    groups = plan(a)
+    results = measure(runner, paths, groups, a.reps)
+    idle = idle_device(runner, a.idle_seconds) if a.idle_seconds > 0 else None
+    rows = build_rows(results, paths, groups, idle)
+    text = table(rows)
+    if idle is not None:
+        text += (f"idle: {idle['ticks']} CPU ticks in {idle['seconds']:.1f} s, VmRSS {idle['rss_mib']:.1f} MiB "
+                 f"(the whole ibv_rc_pingpong process: program, shim and device)\n")
+    with open(os.path.join(a.outdir, "table.txt"), "w") as f:
+        f.write(text)
+    write_csv(rows, os.path.join(a.outdir, "results.csv"))
+    write_plot_data(results, paths, a.outdir)
+    print(text, end="")
+    # A figure missing means a program failed: the suite says so in its exit status.
+    return 1 if any(r.ours is None or (r.base_name and r.base is None) for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
