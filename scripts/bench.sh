@@ -27,7 +27,7 @@ no traffic (an ibv_rc_pingpong server waiting --idle-seconds, default 10).
 
 Prints one table (ours, the baseline, the ratio, the issue's target, met or not) and writes
 table.txt, results.csv, bench.png (gnuplot) and logs/ into --out (default
-build/bench/<UTC timestamp>). A default run takes about 10 minutes on a 2-core machine.
+build/bench/<UTC timestamp>). A default run takes about 11 minutes on a busy 2-core machine.
 
   --reps N          repetitions per row (default 3)
   --full            every power-of-two message size in the bandwidth sweep
