@@ -115,7 +115,7 @@ capture_start() { # capture_start FILE
 		>/dev/null 2>"$1.tcpdump.log" </dev/null &
 	CAP_PID=$!
 	local i
-	for i in $(seq 50); do grep -q listening "$1.tcpdump.log" && return 0; sleep 0.1; done
+	for i in $(seq 50); do grep -qs listening "$1.tcpdump.log" && return 0; sleep 0.1; done
 }
 capture_stop() { # once the file stops growing: on a busy machine tcpdump drains its ring late
 	local size=-1 i
