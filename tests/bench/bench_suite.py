@@ -17,6 +17,7 @@ microseconds, one way for SEND/WRITE and the UDP/TCP ping-pongs, a full round tr
 """
 
 import argparse
+import csv
 import ctypes
 import json
 import os
@@ -502,14 +503,13 @@ def table(rows):
 
 
 def write_csv(rows, path):
-    import csv
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["path", "row", "size_bytes", "unit", "ours_median", "baseline_median", "baseline", "ratio",
-                    "target", "met", "ours_runs", "baseline_runs"])
+        w.writerow(["path", "row", "size_bytes", "unit", "better", "ours_median", "baseline_median", "baseline",
+                    "ratio", "target", "met", "ours_runs", "baseline_runs"])
         for r in rows:
-            w.writerow([r.path, r.name, r.size, r.unit, r.ours, r.base, r.base_name, r.ratio, r.target_text(),
-                        r.met(), " ".join(f"{v:.6g}" for v in r.ours_runs),
+            w.writerow([r.path, r.name, r.size, r.unit, "higher" if r.higher_better else "lower", r.ours, r.base,
+                        r.base_name, r.ratio, r.target_text(), r.met(), " ".join(f"{v:.6g}" for v in r.ours_runs),
                         " ".join(f"{v:.6g}" for v in r.base_runs)])
 
 
