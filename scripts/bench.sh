@@ -87,8 +87,12 @@ cleanup() {
     ip netns del "$ns_b" 2>/dev/null || true
   fi
 }
+runner=""
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+# bash runs a trap only once its foreground child ends: the runner goes in the background and
+# is waited for, so that an interrupt ends it (and, through their parent-death signal, its
+# programs) at once and the namespaces go with them.
+trap '[ -z "$runner" ] || kill "$runner" 2>/dev/null; exit 130' INT TERM
 
 paths="loop"
 if [ "$netns" != "no" ]; then
@@ -124,7 +128,10 @@ start=$(date +%s)
 
 status=0
 /usr/bin/python3 "$here/tests/bench/bench_suite.py" "$softrdma" "$out" --reps "$reps" $mode --paths "$paths" \
-  --netns "$ns_a" "$ns_b" --addrs "$addr_a" "$addr_b" --idle-seconds "$idle" || status=$?
+  --netns "$ns_a" "$ns_b" --addrs "$addr_a" "$addr_b" --idle-seconds "$idle" &
+runner=$!
+wait "$runner" || status=$?
+runner=""
 [ "$status" -le 1 ] || die "the runner failed (exit $status)"
 
 read -r load_end _ < /proc/loadavg
