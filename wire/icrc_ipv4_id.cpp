@@ -12,75 +12,61 @@ namespace {
 constexpr std::uint32_t kPoly = 0xEDB88320u;
 constexpr std::uint32_t kOne = 1u << 31;  // the polynomial 1
 
-constexpr std::uint32_t lowest_bit(std::uint32_t v) { return v & (~v + 1); }
+// All ones when `bit` is 1, else 0: the loops below stay free of data-dependent branches.
+constexpr std::uint32_t mask_of(std::uint32_t bit) { return 0u - (bit & 1); }
 
-constexpr std::uint32_t times_x(std::uint32_t c) { return (c & 1) ? (c >> 1) ^ kPoly : c >> 1; }
+constexpr std::uint32_t times_x(std::uint32_t c) { return (c >> 1) ^ (kPoly & mask_of(c)); }
 
 // a * b modulo the polynomial.
 constexpr std::uint32_t multiply(std::uint32_t a, std::uint32_t b) {
   std::uint32_t product = 0;
-  for (std::uint32_t m = kOne; m != 0; m >>= 1) {
-    if (a & m) product ^= b;
+  for (int k = 31; k >= 0; --k) {
+    product ^= b & mask_of(a >> k);
     b = times_x(b);
   }
   return product;
 }
 
-// kSquares[k] = x^(2^k) modulo the polynomial, so x^n takes one multiply per set bit of n.
-constexpr std::array<std::uint32_t, 64> make_squares() {
+// x^-1 modulo the polynomial P = x^32 + p(x): since p(0) = 1, x * (x^31 + (p(x) - 1) / x) = P + 1
+// = 1. Reflected: clear p's x^0 bit (31), divide by x (shift towards bit 31), add x^31 (bit 0).
+constexpr std::uint32_t kInverseOfX = ((kPoly & ~kOne) << 1) | 1;
+static_assert(multiply(kInverseOfX, kOne >> 1) == kOne);
+
+// kInversePowers[k] = x^-(2^k) modulo the polynomial, so x^-n takes one multiply per set bit.
+constexpr std::array<std::uint32_t, 64> make_inverse_powers() {
   std::array<std::uint32_t, 64> s{};
-  s[0] = kOne >> 1;  // x
+  s[0] = kInverseOfX;
   for (std::size_t k = 1; k < s.size(); ++k) s[k] = multiply(s[k - 1], s[k - 1]);
   return s;
 }
-constexpr std::array<std::uint32_t, 64> kSquares = make_squares();
+constexpr std::array<std::uint32_t, 64> kInversePowers = make_inverse_powers();
 
-std::uint32_t x_to_the(std::uint64_t n) {
+std::uint32_t x_to_the_minus(std::uint64_t n) {
   std::uint32_t r = kOne;
   for (std::size_t k = 0; n != 0; n >>= 1, ++k)
-    if (n & 1) r = multiply(r, kSquares[k]);
+    if (n & 1) r = multiply(r, kInversePowers[k]);
   return r;
 }
 
 }  // namespace
 
 std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndrome, std::size_t trailing) {
-  if (syndrome == 0) return std::uint16_t{0};
-  // The register change a flipped message bit causes is x^(32 + bits after it) modulo the
-  // polynomial; the final complement of the CRC cancels in the XOR. A reflected CRC takes
-  // each byte least significant bit first, so the ID (big-endian on the wire) enters as
-  // bits 8..15 then bits 0..7, and its last bit in is bit 7 of the low byte.
-  std::uint32_t column = x_to_the(32 + std::uint64_t{trailing} * 8);
-  // Gaussian elimination, echelon basis: each vector with the ID bits it is the sum of; its
-  // pivot is its lowest set bit, which no later vector has. CRC-32 catches every error burst of up to 32 bits, so the 16
-  // columns are independent and the basis always reaches 16 vectors.
-  std::array<std::uint32_t, 16> vec{};
-  std::array<std::uint16_t, 16> ids{};
-  std::size_t rank = 0;
-  for (int last = 0; last < 16; ++last, column = times_x(column)) {
-    // `last` counts bits between this one and the end of the field: bit 7 of the low byte is
-    // 0, bit 0 of the low byte 7, bit 7 of the high byte (ID bit 15) 8, its bit 0 is 15.
-    const int id_bit = last < 8 ? 7 - last : 15 - (last - 8);
-    std::uint32_t v = column;
-    std::uint16_t m = static_cast<std::uint16_t>(1u << id_bit);
-    for (std::size_t k = 0; k < rank; ++k) {
-      if (v & lowest_bit(vec[k])) {
-        v ^= vec[k];
-        m ^= ids[k];
-      }
-    }
-    vec[rank] = v;
-    ids[rank] = m;
-    ++rank;
-  }
+  // A flipped message bit with b bits after it changes the CRC register by x^(32 + b) modulo
+  // the polynomial (the CRC's final complement cancels in the XOR). Number the ID's bits by
+  // how many of them follow each in the stream, s = 0..15: the syndrome of a changed ID is
+  // D(x) * x^(32 + 8 * trailing), D(x) = the sum of x^s over the changed bits, of degree < 16.
+  // x is invertible modulo the polynomial, so D = syndrome * x^-(32 + 8 * trailing) is the
+  // only candidate, and an ID explains the syndrome exactly when that D has degree < 16.
+  const std::uint32_t d = multiply(syndrome, x_to_the_minus(32 + std::uint64_t{trailing} * 8));
+  if (d & 0xFFFF) return std::nullopt;  // a coefficient of x^16..x^31: no ID does
+  // A reflected CRC takes each byte least significant bit first, so the big-endian ID enters
+  // as bits 8..15 then 0..7: s = 0 is bit 7 of the low byte, s = 7 its bit 0, s = 8 ID bit 15.
   std::uint16_t correction = 0;
-  for (std::size_t k = 0; k < rank; ++k) {
-    if (syndrome & lowest_bit(vec[k])) {
-      syndrome ^= vec[k];
-      correction ^= ids[k];
-    }
+  for (int s = 0; s < 16; ++s) {
+    if (!(d & (kOne >> s))) continue;
+    const int id_bit = s < 8 ? 7 - s : 15 - (s - 8);
+    correction = static_cast<std::uint16_t>(correction | 1u << id_bit);
   }
-  if (syndrome != 0) return std::nullopt;
   return correction;
 }
 

@@ -6,9 +6,10 @@
 // CRC-32 is linear over GF(2), flipping bits of the ID changes the ICRC by a fixed linear
 // function of those bits that depends only on how many bytes follow the field. Given the
 // syndrome (received ICRC XOR the ICRC computed with a guessed ID) that is a system of 32
-// equations in 16 unknowns: solvable for exactly one ID when the packet is intact, and
-// solvable by chance for a corrupted packet with probability 2^-16 (DESIGN.md §4: such a
-// packet is accepted with 16-bit strength, and the receiver counts it).
+// equations in 16 unknowns, solved in closed form by dividing the syndrome by x^(32 + 8n)
+// modulo the CRC polynomial: exactly one ID when the packet is intact, and a solution by
+// chance for a corrupted packet with probability 2^-16 (DESIGN.md §4: such a packet is
+// accepted with 16-bit strength, and the receiver counts it).
 #pragma once
 
 #include <cstddef>
