@@ -53,7 +53,7 @@ std::string FaultFilter::add_opcodes(std::string_view list) {
   restrict_opcodes_ = true;
   return for_each_listed(list, [this](std::string_view part) -> std::string {
     if (const auto byte = number<unsigned>(part)) {
-      if (*byte > 0xFF) return "opcode " + std::string(part) + " is more than one byte";
+      if (*byte > 0xFF) return std::string("opcode ").append(part) + " is more than one byte";
       opcodes_.set(*byte);
       return {};
     }
@@ -69,7 +69,7 @@ std::string FaultFilter::add_opcodes(std::string_view list) {
         return {};
       }
     }
-    return "unknown opcode '" + std::string(part) +
+    return std::string("unknown opcode '").append(part) +
            "' (send, write, read, read_resp, ack, atomic, atomic_ack, cnp, a name such as RC_SEND_ONLY, or 0x04)";
   });
 }
@@ -77,7 +77,7 @@ std::string FaultFilter::add_opcodes(std::string_view list) {
 std::string FaultFilter::add_qps(std::string_view list) {
   return for_each_listed(list, [this](std::string_view part) -> std::string {
     const auto qpn = number<std::uint32_t>(part);
-    if (!qpn || *qpn > 0xFFFFFF) return "'" + std::string(part) + "' is not a 24-bit QP number";
+    if (!qpn || *qpn > 0xFFFFFF) return std::string("'").append(part) + "' is not a 24-bit QP number";
     qps_.push_back(*qpn);
     return {};
   });
