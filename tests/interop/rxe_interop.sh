@@ -101,6 +101,14 @@ GIDX=$(guest 'gidx rxe0' | tr -d '\r\n')
 RXE_IP=10.99.0.2 OUR_IP=10.99.0.1 PORT=18515
 
 rxe_rcvd_pkts() { guest 'cat /sys/class/infiniband/rxe0/ports/1/hw_counters/rcvd_pkts' | tr -d '\r\n'; }
+# Frames towards the guest lost before rxe sees them, when the TCG guest falls behind a burst
+# (go-back-N resends under loss): the tap queue overflows, the guest's NIC drops them, or its
+# input backlog does (/proc/net/softnet_stat's second column, one CPU).
+frames_lost_towards_rxe() {
+	echo $(($(nsx cat /sys/class/net/tA0/statistics/tx_dropped) +
+		$(guest 'read cpu dropped rest </proc/net/softnet_stat
+			echo $(($(cat /sys/class/net/eth0/statistics/rx_dropped) + 0x$dropped))' | tr -d '\r\n')))
+}
 
 # The device and GID-index options of a program: pingpongs take -g, perftest -x.
 dev_args() { # dev_args PROGRAM DEVICE GID_INDEX
@@ -152,8 +160,9 @@ run_case() {
 	local pcap=$OUT/$name.pcap stats=$OUT/$name.stats.json ours=$OUT/$name.softrdma.log
 	local ours_cmd=(env SOFTRDMA_STATS_FILE="$stats" "$SOFTRDMA" run --ip "$OUR_IP" $runopts -- "$prog" $(dev_args "$prog" srdma0 0) $args)
 	local theirs="$prog $(dev_args "$prog" rxe0 "$GIDX") $args"
-	local before rc_ours=0 rc_theirs=0
+	local before lost_before rc_ours=0 rc_theirs=0
 	before=$(rxe_rcvd_pkts)
+	lost_before=$(frames_lost_towards_rxe)
 	capture_start "$pcap"
 	if [[ $dir == to-rxe ]]; then
 		guest "bgrun $name sh -c '$theirs; echo exit=\$?'; waitport $PORT; sleep 0.3" >/dev/null
@@ -178,7 +187,7 @@ run_case() {
 	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
 	TSHARK_UDP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
 		why+=("tshark-validate failed")
-	local icrc_err solved ours_on_wire theirs_on_wire rxe_took
+	local icrc_err solved ours_on_wire theirs_on_wire rxe_took lost
 	icrc_err=$(json_field "$stats" counters icrc_err)
 	solved=$(json_field "$stats" counters icrc_ipv4_id_solved)
 	[[ $icrc_err == 0 ]] || why+=("softrdma icrc_err=$icrc_err")
@@ -187,7 +196,10 @@ run_case() {
 	# (icrc_err 0 already proves every packet we took verified; this proves the solver ran)
 	((theirs_on_wire == 0)) || [[ $solved =~ ^[1-9] ]] || why+=("no rxe packet verified through the ID solver ($solved)")
 	rxe_took=$(($(rxe_rcvd_pkts) - before))
-	((rxe_took == ours_on_wire)) || why+=("rxe took $rxe_took of our $ours_on_wire packets")
+	lost=$(($(frames_lost_towards_rxe) - lost_before))
+	# Every packet that reached rxe passed its header and ICRC checks (ARP may be among the lost).
+	((rxe_took <= ours_on_wire && rxe_took + lost >= ours_on_wire)) ||
+		why+=("rxe took $rxe_took of our $ours_on_wire packets ($lost frames lost on the way)")
 	local result=pass
 	if ((${#why[@]})); then
 		result="FAIL: $(IFS=';'; echo "${why[*]}")"
@@ -195,7 +207,7 @@ run_case() {
 	fi
 	local packets
 	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
-	log "$name: $result ($packets packets, $solved rxe packets verified by ID solving, $((SECONDS - t)) s)"
+	log "$name: $result ($packets packets, $solved rxe packets verified by ID solving, $lost lost towards rxe, $((SECONDS - t)) s)"
 	local arrow="softrdma → rxe"
 	[[ $dir == from-rxe ]] && arrow="rxe → softrdma"
 	ROWS+=("| \`$prog $args\`${runopts:+ under \`$runopts\`} | $arrow | $result | $packets |")
