@@ -6,23 +6,15 @@
 #include <string>
 #include <vector>
 
-#include "emulator/net/pcap_file.hpp"
+#include "tests/wire/data_frames.hpp"
 #include "wire/icrc_ipv4_id.hpp"
 #include "wire/inet_checksum.hpp"
 #include "wire/ipv4.hpp"
 
 using namespace wire;
+using test::read_frames;
 
 namespace {
-
-std::vector<std::vector<std::uint8_t>> read_frames(const std::string& name) {
-  std::string error;
-  auto r = softrdma::net::PcapReader::open(std::string(SOFTRDMA_TEST_DATA) + "/" + name, error);
-  REQUIRE(r.has_value());
-  std::vector<std::vector<std::uint8_t>> out;
-  while (auto p = r->next()) out.emplace_back(p->data.begin(), p->data.end());
-  return out;
-}
 
 // Overwrites the frame's IPv4 ID as a UDP receiver must guess it, keeping the header checksum
 // right so the frame still checks (the ICRC masks that checksum anyway).

@@ -5,21 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "emulator/net/pcap_file.hpp"
+#include "tests/wire/data_frames.hpp"
 #include "wire/roce_frame.hpp"
 
 using namespace wire;
+using test::read_frames;
 
 namespace {
-
-std::vector<std::vector<std::uint8_t>> read_frames(const std::string& name) {
-  std::string error;
-  auto r = softrdma::net::PcapReader::open(std::string(SOFTRDMA_TEST_DATA) + "/" + name, error);
-  REQUIRE(r.has_value());
-  std::vector<std::vector<std::uint8_t>> out;
-  while (auto p = r->next()) out.emplace_back(p->data.begin(), p->data.end());
-  return out;
-}
 
 // A small valid RC SEND ONLY with 5 payload bytes (pad 3) over IPv4.
 RoceFrameRepr send_only() {
