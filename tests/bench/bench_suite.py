@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shim"))
+import program_pairs_test as pairs  # noqa: E402  (listens)
+
 PERFTEST_MB = 1 << 20  # perftest's "MB/sec" is MiB/s
 RUN_TIMEOUT = 60  # seconds for one program pair
 LISTEN_TIMEOUT = 20
@@ -126,34 +129,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def bound(pid, port, udp=False):
-    """Whether process PID holds a TCP socket in LISTEN (or a bound UDP socket) on PORT, read
-    from its own namespace's /proc tables, so no probe connection reaches the server."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
-        return False
-    state = "07" if udp else "0A"  # TCP_CLOSE (an unconnected UDP socket) / TCP_LISTEN
-    for table in (("udp", "udp6") if udp else ("tcp", "tcp6")):
-        try:
-            with open(f"/proc/{pid}/net/{table}") as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            if len(cols) > 9 and cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
-                return True
-    return False
-
-
 class Runner:
     def __init__(self, softrdma, outdir):
         self.softrdma = softrdma
@@ -171,9 +146,9 @@ class Runner:
             port = free_port()
             server = Proc(path.wrap("server", server_argv(port)), base + ".server")
             until = min(deadline, time.monotonic() + LISTEN_TIMEOUT)
-            while server.poll() is None and not bound(server.pid, port, udp) and time.monotonic() < until:
+            while server.poll() is None and not pairs.listens(server.pid, port, udp) and time.monotonic() < until:
                 time.sleep(0.02)
-            if server.poll() is None and bound(server.pid, port, udp):
+            if server.poll() is None and pairs.listens(server.pid, port, udp):
                 break
             server.stop(signal.SIGKILL)
         else:
@@ -291,9 +266,9 @@ def idle_device(runner, seconds):
     server = Proc([runner.softrdma, "run", "--", "ibv_rc_pingpong", "-d", "srdma0", "-g", "0", "-p", str(port)],
                   base)
     until = time.monotonic() + LISTEN_TIMEOUT
-    while server.poll() is None and not bound(server.pid, port) and time.monotonic() < until:
+    while server.poll() is None and not pairs.listens(server.pid, port) and time.monotonic() < until:
         time.sleep(0.02)
-    if server.poll() is not None or not bound(server.pid, port):
+    if server.poll() is not None or not pairs.listens(server.pid, port):
         server.stop(signal.SIGKILL)
         warn(f"idle: the ibv_rc_pingpong server never listened ({base}.err)")
         return None

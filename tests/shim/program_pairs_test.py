@@ -303,8 +303,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def listens(pid, port):
-    """Whether process PID holds a TCP socket in LISTEN on PORT (in PID's own namespace)."""
+def listens(pid, port, udp=False):
+    """Whether process PID holds a TCP socket in LISTEN (with UDP, a bound UDP socket) on PORT,
+    read from its own namespace's /proc tables, so no probe connection reaches the server."""
     inodes = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -316,7 +317,8 @@ def listens(pid, port):
                 inodes.add(link[8:-1])
     except OSError:
         return False
-    for table in ("tcp", "tcp6"):
+    state = "07" if udp else "0A"  # TCP_CLOSE (an unconnected UDP socket) / TCP_LISTEN
+    for table in (("udp", "udp6") if udp else ("tcp", "tcp6")):
         try:
             with open(f"/proc/{pid}/net/{table}") as f:
                 rows = f.read().splitlines()[1:]
@@ -324,7 +326,7 @@ def listens(pid, port):
             continue
         for row in rows:
             cols = row.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
+            if len(cols) > 9 and cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
                 return True
     return False
 
