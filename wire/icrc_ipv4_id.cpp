@@ -48,7 +48,38 @@ std::uint32_t x_to_the_minus(std::uint64_t n) {
   return r;
 }
 
+// kPowers[k] = x^(2^k) modulo the polynomial.
+constexpr std::array<std::uint32_t, 64> make_powers() {
+  std::array<std::uint32_t, 64> s{};
+  s[0] = kOne >> 1;  // x
+  for (std::size_t k = 1; k < s.size(); ++k) s[k] = multiply(s[k - 1], s[k - 1]);
+  return s;
+}
+constexpr std::array<std::uint32_t, 64> kPowers = make_powers();
+
+std::uint32_t x_to_the(std::uint64_t n) {
+  std::uint32_t r = kOne;
+  for (std::size_t k = 0; n != 0; n >>= 1, ++k)
+    if (n & 1) r = multiply(r, kPowers[k]);
+  return r;
+}
+
+// Where bit `id_bit` of the big-endian ID sits in D(x) (see ipv4_identification_correction):
+// the high byte comes first, each byte least significant bit first, and s counts the ID bits
+// that follow.
+constexpr int d_position(int id_bit) { return id_bit < 8 ? 7 - id_bit : 23 - id_bit; }
+
 }  // namespace
+
+Ipv4IdentificationShift::Ipv4IdentificationShift(std::size_t trailing)
+    : x_power_(x_to_the(32 + std::uint64_t{trailing} * 8)) {}
+
+std::uint32_t Ipv4IdentificationShift::syndrome(std::uint16_t id_xor) const {
+  std::uint32_t d = 0;
+  for (int b = 0; b < 16; ++b)
+    if (id_xor & (1u << b)) d |= kOne >> d_position(b);
+  return multiply(d, x_power_);
+}
 
 std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndrome, std::size_t trailing) {
   // A flipped message bit with b bits after it changes the CRC register by x^(32 + b) modulo

@@ -30,6 +30,21 @@ constexpr std::size_t kIpv4BytesAfterIdentification = 14;
 // A syndrome of 0 gives 0. Pure arithmetic: any input is safe.
 std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndrome, std::size_t trailing);
 
+// The other way round: how the ICRC changes when the Identification changes, for packets that
+// cover `trailing` bytes after the field. A sender that lets the kernel number its packets
+// (UDP GSO gives the segments of one send IDs 0, 1, 2, ...) computes each ICRC for ID 0 and
+// XORs in syndrome(k). The power of x is computed once; each syndrome is one multiplication.
+class Ipv4IdentificationShift {
+ public:
+  explicit Ipv4IdentificationShift(std::size_t trailing);
+  // The ICRC XOR between a packet with Identification `a` and the same packet with `b`,
+  // where id_xor = a ^ b.
+  std::uint32_t syndrome(std::uint16_t id_xor) const;
+
+ private:
+  std::uint32_t x_power_;  // x^(32 + 8 * trailing) modulo the polynomial
+};
+
 // The Identification that makes `frame`'s ICRC verify: its own when it already does.
 // nullopt for RoCEv1 and IPv6 frames, or when no ID makes the ICRC match.
 std::optional<std::uint16_t> solve_ipv4_identification(const RoceFrame& frame);

@@ -131,3 +131,46 @@ TEST_CASE("RoCEv2 over IPv6 has no ID to solve for", "[wire][icrc]") {
   REQUIRE(frame.ok());
   CHECK_FALSE(solve_ipv4_identification(*frame).has_value());
 }
+
+TEST_CASE("the ICRC shift of an ID change: rxe's ICRCs from ours computed with ID 0", "[wire][icrc][golden]") {
+  // What a GSO sender does for segment k (ICRC for ID 0, XOR syndrome(k)), checked against
+  // the ICRCs rxe computed with its real IDs.
+  std::size_t checked = 0;
+  for (auto bytes : read_frames("rxe-rdmaops.pcap")) {
+    const std::uint16_t sent = ipv4_id_of(bytes);
+    const auto as_sent = RoceFrame::check(bytes);
+    REQUIRE(as_sent.ok());
+    const std::uint32_t rxe_icrc = as_sent->ib().icrc();
+    const std::size_t trailing = kIpv4BytesAfterIdentification + as_sent->udp_header().size() +
+                                 as_sent->ib().covered().size();
+    set_ipv4_id(bytes, 0);
+    const auto with_zero = RoceFrame::check(bytes);
+    REQUIRE(with_zero.ok());
+    INFO("rxe ID " << sent);
+    CHECK((with_zero->computed_icrc() ^ Ipv4IdentificationShift(trailing).syndrome(sent)) == rxe_icrc);
+    checked += sent != 0;
+  }
+  CHECK(checked > 10);
+}
+
+TEST_CASE("the ICRC shift and the solver are inverses for every ID bit and GSO segment number", "[wire][icrc]") {
+  for (std::size_t len : {0u, 4u, 1024u, 4096u}) {
+    const std::vector<std::uint8_t> payload(len, 0x5A);
+    const auto zero_bytes = send_frame(0, payload);
+    const auto zero = RoceFrame::check(zero_bytes);
+    REQUIRE(zero.ok());
+    const std::size_t trailing = kIpv4BytesAfterIdentification + zero->udp_header().size() + zero->ib().covered().size();
+    const Ipv4IdentificationShift shift(trailing);
+    std::vector<std::uint16_t> ids;
+    for (int b = 0; b < 16; ++b) ids.push_back(static_cast<std::uint16_t>(1u << b));
+    for (std::uint16_t k = 0; k < 64; ++k) ids.push_back(k);
+    for (const std::uint16_t id : ids) {
+      const auto bytes = send_frame(id, payload);
+      const auto frame = RoceFrame::check(bytes);
+      REQUIRE(frame.ok());
+      INFO("payload " << len << " ID " << id);
+      CHECK((zero->ib().icrc() ^ shift.syndrome(id)) == frame->ib().icrc());
+      CHECK(ipv4_identification_correction(shift.syndrome(id), trailing) == id);
+    }
+  }
+}
