@@ -223,8 +223,11 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
 
     ++q.counters.sent_pkts;
     q.counters.sent_bytes += pkt.bytes.size();
+    // A READ request stands for every PSN of its responses (s9.7.1): one that restarts a READ
+    // from a later PSN resends it too.
+    const std::uint32_t last_psn = read ? psn_add(w.first_psn, w.packets - 1) : psn;
     if (psn_diff(psn, q.max_sent_psn) <= 0 && q.sent_any) ++q.counters.retransmitted_pkts;
-    else q.max_sent_psn = psn;
+    if (psn_diff(last_psn, q.max_sent_psn) > 0 || !q.sent_any) q.max_sent_psn = last_psn;
     q.sent_any = true;
 
     ++q.next_index;

@@ -88,9 +88,11 @@ void Follower::PsnSpace::forget_old() {
 
 PacketFlags Follower::feed(Direction d, const wire::IbPacket& p, bool icrc_ok) {
   PacketFlags f;
-  const std::span<const std::uint8_t> bytes = p.bytes();
   // A copy made on the way (a switch, a fault stage) arrives right behind its original; a
-  // resend comes after the peer has answered or a timer has run.
+  // resend comes after the peer has answered or a timer has run. The ICRC is not compared: it
+  // covers the IPv4 ID too, and a copy queued behind its original in one GSO send leaves with
+  // the next ID, so with another ICRC.
+  const std::span<const std::uint8_t> bytes = p.covered();
   f.duplicate = last_direction_ == d && std::equal(bytes.begin(), bytes.end(), last_bytes_.begin(), last_bytes_.end());
   last_direction_ = d;
   last_bytes_.assign(bytes.begin(), bytes.end());
@@ -127,6 +129,11 @@ void Follower::judge_request(PsnSpace& s, const wire::IbPacket& p, PacketFlags& 
     } else if (psn < next) {
       ahead = false;
       (s.request_holding(psn) ? f.retransmission : f.late) = true;
+    } else if (s.request_holding(psn)) {
+      // Within the slack of a READ sent before the path MTU was known, and inside it now
+      // that the MTU is: a restart of that READ from a later response PSN.
+      ahead = false;
+      f.retransmission = true;
     }
   }
   s.requests[psn] = r;
