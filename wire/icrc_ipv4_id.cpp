@@ -32,35 +32,22 @@ constexpr std::uint32_t multiply(std::uint32_t a, std::uint32_t b) {
 constexpr std::uint32_t kInverseOfX = ((kPoly & ~kOne) << 1) | 1;
 static_assert(multiply(kInverseOfX, kOne >> 1) == kOne);
 
-// kInversePowers[k] = x^-(2^k) modulo the polynomial, so x^-n takes one multiply per set bit.
-constexpr std::array<std::uint32_t, 64> make_inverse_powers() {
-  std::array<std::uint32_t, 64> s{};
-  s[0] = kInverseOfX;
+// Square-and-multiply over a table of squarings: Squares<b>[k] = b^(2^k) modulo the
+// polynomial, so b^n takes one multiply per set bit of n.
+using Squares = std::array<std::uint32_t, 64>;
+constexpr Squares squares_of(std::uint32_t base) {
+  Squares s{};
+  s[0] = base;
   for (std::size_t k = 1; k < s.size(); ++k) s[k] = multiply(s[k - 1], s[k - 1]);
   return s;
 }
-constexpr std::array<std::uint32_t, 64> kInversePowers = make_inverse_powers();
+constexpr Squares kPowersOfX = squares_of(kOne >> 1);  // x
+constexpr Squares kPowersOfInverse = squares_of(kInverseOfX);
 
-std::uint32_t x_to_the_minus(std::uint64_t n) {
+std::uint32_t power(const Squares& squares, std::uint64_t n) {
   std::uint32_t r = kOne;
   for (std::size_t k = 0; n != 0; n >>= 1, ++k)
-    if (n & 1) r = multiply(r, kInversePowers[k]);
-  return r;
-}
-
-// kPowers[k] = x^(2^k) modulo the polynomial.
-constexpr std::array<std::uint32_t, 64> make_powers() {
-  std::array<std::uint32_t, 64> s{};
-  s[0] = kOne >> 1;  // x
-  for (std::size_t k = 1; k < s.size(); ++k) s[k] = multiply(s[k - 1], s[k - 1]);
-  return s;
-}
-constexpr std::array<std::uint32_t, 64> kPowers = make_powers();
-
-std::uint32_t x_to_the(std::uint64_t n) {
-  std::uint32_t r = kOne;
-  for (std::size_t k = 0; n != 0; n >>= 1, ++k)
-    if (n & 1) r = multiply(r, kPowers[k]);
+    if (n & 1) r = multiply(r, squares[k]);
   return r;
 }
 
@@ -72,7 +59,7 @@ constexpr int d_position(int id_bit) { return id_bit < 8 ? 7 - id_bit : 23 - id_
 }  // namespace
 
 Ipv4IdentificationShift::Ipv4IdentificationShift(std::size_t trailing)
-    : x_power_(x_to_the(32 + std::uint64_t{trailing} * 8)) {}
+    : x_power_(power(kPowersOfX, 32 + std::uint64_t{trailing} * 8)) {}
 
 std::uint32_t Ipv4IdentificationShift::syndrome(std::uint16_t id_xor) const {
   std::uint32_t d = 0;
@@ -88,7 +75,7 @@ std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndro
   // D(x) * x^(32 + 8 * trailing), D(x) = the sum of x^s over the changed bits, of degree < 16.
   // x is invertible modulo the polynomial, so D = syndrome * x^-(32 + 8 * trailing) is the
   // only candidate, and an ID explains the syndrome exactly when that D has degree < 16.
-  const std::uint32_t d = multiply(syndrome, x_to_the_minus(32 + std::uint64_t{trailing} * 8));
+  const std::uint32_t d = multiply(syndrome, power(kPowersOfInverse, 32 + std::uint64_t{trailing} * 8));
   if (d & 0xFFFF) return std::nullopt;  // a coefficient of x^16..x^31: no ID does
   // A reflected CRC takes each byte least significant bit first, so the big-endian ID enters
   // as bits 8..15 then 0..7: s = 0 is bit 7 of the low byte, s = 7 its bit 0, s = 8 ID bit 15.
