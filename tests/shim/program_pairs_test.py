@@ -350,6 +350,32 @@ PORT_TROUBLE = re.compile(r"listen to port|address already in use|bind|open file
 CONNECT_TROUBLE = re.compile(r"couldn't connect to|unable to init the socket connection|connection refused", re.I)
 
 
+def start_listening(argv_for_port, workdir, tag, deadline):
+    """Starts argv_for_port(port) as the server on a free TCP port and waits until it listens
+    there; a port taken meanwhile (PORT_TROUBLE) means another try on a new one. Returns
+    (Side, port), or (None, None) after a failed check."""
+    for attempt in range(3):
+        port = free_port()
+        server = Side("server", argv_for_port(port), workdir, f"{tag}.{attempt}")
+        listen_until = min(deadline, time.monotonic() + LISTEN_TIMEOUT)
+        while server.alive() and not listens(server.pid, port) and time.monotonic() < listen_until:
+            time.sleep(0.05)
+        if server.alive() and listens(server.pid, port):
+            return server, port
+        if server.alive():
+            server.timed_out = True
+            server.kill()
+            check(False, f"the server listens on TCP port {port} within {LISTEN_TIMEOUT} s", server.report())
+            return None, None
+        out, err = server.output()
+        if PORT_TROUBLE.search(out + err) and attempt < 2:
+            print(f"note: the server could not use port {port}; retrying on another one")
+            continue
+        check(False, "the server starts and listens (it exited first)", server.report())
+        return None, None
+    return None, None
+
+
 def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None, server_opts=(), client_opts=()):
     """Runs PAIR; returns (server, client) Sides after both ended, or None after a failed
     check. MODE 'loop' runs both on loopback; 'netns' runs the server here and the client
@@ -372,25 +398,8 @@ def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None, server_o
         namespaces["client"] = client_netns_pid
     before = {side: udp_counters(pid) for side, pid in namespaces.items()}
 
-    server = None
-    for attempt in range(3):
-        port = free_port()
-        server = Side("server", server_run + pair.argv(mode, port), workdir, f"{tag}.{attempt}")
-        listen_until = min(deadline, time.monotonic() + LISTEN_TIMEOUT)
-        while server.alive() and not listens(server.pid, port) and time.monotonic() < listen_until:
-            time.sleep(0.05)
-        if server.alive() and listens(server.pid, port):
-            break
-        if server.alive():
-            server.timed_out = True
-            server.kill()
-            check(False, f"the server listens on TCP port {port} within {LISTEN_TIMEOUT} s", server.report())
-            return None
-        out, err = server.output()
-        if PORT_TROUBLE.search(out + err) and attempt < 2:
-            print(f"note: the server could not use port {port}; retrying on another one")
-            continue
-        check(False, "the server starts and listens (it exited first)", server.report())
+    server, port = start_listening(lambda p: server_run + pair.argv(mode, p), workdir, tag, deadline)
+    if server is None:
         return None
 
     client = None

@@ -69,31 +69,13 @@ def check_shape(obj, what, pid, program):
     pairs.check(isinstance(obj.get("qps"), list), f"{what}: a list of live QPs")
 
 
-def start_server(softrdma, argv_tail, work, deadline):
-    for attempt in range(3):
-        port = pairs.free_port()
-        server = pairs.Side("server", [softrdma, "run"] + argv_tail(port), work, f"s{attempt}")
-        until = min(deadline, time.monotonic() + pairs.LISTEN_TIMEOUT)
-        while server.alive() and not pairs.listens(server.pid, port) and time.monotonic() < until:
-            time.sleep(0.05)
-        if server.alive() and pairs.listens(server.pid, port):
-            return server, port
-        server.kill()
-        out, err = server.output()
-        if pairs.PORT_TROUBLE.search(out + err) and attempt < 2:
-            continue
-        pairs.check(False, f"the server listens on TCP port {port}", server.report())
-        return None, None
-    return None, None
-
-
 def pair_snapshots(softrdma, work):
     pair = pairs.pingpong("ibv_rc_pingpong", "ibv_rc_pingpong", ["-c", "-n", str(ITERS), "-s", str(SIZE)], SIZE, ITERS)
     files = {"server": os.path.join(work, "server.json"), "client": os.path.join(work, "client.json")}
     pcap = os.path.join(work, "client.pcap")
     deadline = time.monotonic() + pairs.PAIR_TIMEOUT
-    server, port = start_server(softrdma, lambda p: ["--stats", files["server"], "--"] + pair.argv("loop", p), work,
-                                deadline)
+    server, port = pairs.start_listening(
+        lambda p: [softrdma, "run", "--stats", files["server"], "--"] + pair.argv("loop", p), work, "s", deadline)
     if server is None:
         return
     client = pairs.Side("client", [softrdma, "run", "--stats", files["client"], "--capture", pcap, "--"]

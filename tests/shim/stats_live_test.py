@@ -59,21 +59,9 @@ def endpoints():
 
 def start_server(args, work, tag):
     """An ibv_rc_pingpong server under softrdma run, listening; (Side, port) or (None, None)."""
-    for attempt in range(3):
-        port = pairs.free_port()
-        argv = [SOFTRDMA, "run", "--", "ibv_rc_pingpong", "-d", "srdma0", "-g", "0", "-p", str(port)] + args
-        server = pairs.Side("server", argv, work, f"{tag}{attempt}")
-        until = time.monotonic() + pairs.LISTEN_TIMEOUT
-        while server.alive() and not pairs.listens(server.pid, port) and time.monotonic() < until:
-            time.sleep(0.05)
-        if server.alive() and pairs.listens(server.pid, port):
-            return server, port
-        server.kill()
-        out, err = server.output()
-        if not (pairs.PORT_TROUBLE.search(out + err) and attempt < 2):
-            pairs.check(False, f"the server listens on TCP port {port}", server.report())
-            return None, None
-    return None, None
+    return pairs.start_listening(
+        lambda port: [SOFTRDMA, "run", "--", "ibv_rc_pingpong", "-d", "srdma0", "-g", "0", "-p", str(port)] + args,
+        work, tag, time.monotonic() + pairs.PAIR_TIMEOUT)
 
 
 def client(args, port, work, tag):
