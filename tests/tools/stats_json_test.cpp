@@ -81,7 +81,7 @@ TEST_CASE("stats JSON: what to_json writes reads back field for field", "[stats]
   CHECK(r.find("device")->text == "srdma0");
   const JsonValue& c = *r.find("counters");
   CHECK(c.members.size() == 18);  // the 13 QP counters flattened, then the device's 5 (drops, ID solves)
-  CHECK(c.members.front().first == "sent_pkts");
+  CHECK(c.members.front().name == "sent_pkts");
   CHECK(c.find("sent_pkts")->text == "18446744073709551615");
   CHECK(c.find("rcvd_pkts")->text == "7");
   CHECK(c.find("icrc_err")->text == "3");

@@ -1,6 +1,7 @@
 #include "tools/softrdma/json_reader.hpp"
 
 #include <cstdint>
+#include <utility>
 
 namespace softrdma::stats {
 
@@ -76,8 +77,8 @@ class Parser {
       if (pos_ >= s_.size() || s_[pos_] != '"') return fail("a member name is missing");
       if (!string(name)) return false;
       if (!eat(':')) return fail("':' is missing");
-      v.members.emplace_back(std::move(name), JsonValue{});
-      if (!value(v.members.back().second, depth + 1)) return false;
+      v.members.push_back({std::move(name), JsonValue{}});
+      if (!value(v.members.back().value, depth + 1)) return false;
     } while (eat(','));
     return eat('}') || fail("'}' is missing");
   }

@@ -6,20 +6,28 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 namespace softrdma::stats {
+
+struct JsonMember;
 
 struct JsonValue {
   enum class Kind { null, boolean, number, string, array, object };
   Kind kind = Kind::null;
   std::string text;  // number: as written; string: decoded; boolean: "true" or "false"
   std::vector<JsonValue> items;                            // array
-  std::vector<std::pair<std::string, JsonValue>> members;  // object, in order
+  // Object members, in order. Not std::pair: a pair may not hold the still-incomplete
+  // JsonValue (clang's libstdc++ checks refuse it), a vector may (C++17).
+  std::vector<JsonMember> members;
 
   const JsonValue* find(std::string_view name) const;  // an object's member, or null
   bool is_zero() const { return kind == Kind::number && text == "0"; }
+};
+
+struct JsonMember {
+  std::string name;
+  JsonValue value;
 };
 
 // The value that is all of `text` (surrounding white space allowed); nullopt and `error` set

@@ -39,7 +39,7 @@ std::string qpn_text(const JsonValue& v) {
 
 bool all_numbers(const JsonValue& object) {
   return std::all_of(object.members.begin(), object.members.end(),
-                     [](const auto& m) { return m.second.kind == JsonValue::Kind::number; });
+                     [](const auto& m) { return m.value.kind == JsonValue::Kind::number; });
 }
 
 // "  label      a=1 b=2 ..." wrapped under the first pair.
@@ -67,7 +67,8 @@ void qp_table(std::string& out, const JsonValue& qps) {
     return;
   }
   std::vector<std::string> columns;
-  for (const auto& [name, ignored] : qps.items.front().members) {
+  for (const JsonMember& member : qps.items.front().members) {
+    const std::string& name = member.name;  // a plain reference: clang 14 cannot capture a structured binding
     const bool always = std::find(kAlwaysShown.begin(), kAlwaysShown.end(), name) != kAlwaysShown.end();
     const bool nonzero = std::any_of(qps.items.begin(), qps.items.end(), [&](const JsonValue& qp) {
       const JsonValue* v = qp.find(name);
