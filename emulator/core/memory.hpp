@@ -4,8 +4,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <span>
+
+#include "emulator/core/copy_bytes.hpp"
 
 namespace softrdma::core {
 
@@ -27,11 +28,11 @@ class Memory {
 class DirectMemory final : public Memory {
  public:
   bool read(std::uint64_t addr, std::span<std::uint8_t> out) override {
-    if (!out.empty()) std::memcpy(out.data(), reinterpret_cast<const void*>(addr), out.size());
+    copy_bytes(out.data(), reinterpret_cast<const void*>(addr), out.size());
     return true;
   }
   bool write(std::uint64_t addr, std::span<const std::uint8_t> in) override {
-    if (!in.empty()) std::memcpy(reinterpret_cast<void*>(addr), in.data(), in.size());
+    copy_bytes(reinterpret_cast<void*>(addr), in.data(), in.size());
     return true;
   }
   bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) override {

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <set>
 
+#include "emulator/core/copy_bytes.hpp"
 #include "emulator/core/roce_headers.hpp"
 #include "wire/inet_checksum.hpp"
 #include "wire/ipv4.hpp"
@@ -142,7 +143,7 @@ void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, con
     f.copied_at = queue_.copied.size();
     f.copied_length = payload.size();
     queue_.copied.resize(f.copied_at + payload.size());
-    if (!payload.empty()) std::memcpy(queue_.copied.data() + f.copied_at, payload.data(), payload.size());
+    core::copy_bytes(queue_.copied.data() + f.copied_at, payload.data(), payload.size());  // see copy_bytes.hpp
   }
 }
 
