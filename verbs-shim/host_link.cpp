@@ -1,6 +1,7 @@
 #include "verbs-shim/host_link.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -87,6 +88,14 @@ BoundDevice start() {
       return bound;
     }
     config.faults = parsed.plan;
+  }
+  // SOFTRDMA_UDP_GSO=0: one datagram per packet on the wire (net/udp_backend.hpp); 1 or unset: GSO.
+  if (const char* gso = std::getenv("SOFTRDMA_UDP_GSO"); gso != nullptr && *gso != '\0') {
+    if (std::strcmp(gso, "0") != 0 && std::strcmp(gso, "1") != 0) {
+      bound.error = std::string("SOFTRDMA_UDP_GSO='") + gso + "': expected 0 or 1";
+      return bound;
+    }
+    config.udp_gso = *gso == '1';
   }
   arm_exit_snapshot();  // before the host, so that it runs after the capture's exit flush
   host::HostStart started = host::EmbeddedHost::start(std::move(config));

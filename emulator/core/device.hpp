@@ -62,6 +62,10 @@ struct RxPacket {
   Gid dst_gid{};
   std::uint16_t src_port = 0;
   bool icrc_checked = false;  // the host verified the ICRC on the whole frame
+  // The IPv4 Identification the sender most likely used, which a UDP socket does not show:
+  // 0 (softrdma's single packets), or k for segment k of a datagram the kernel coalesced (GRO)
+  // from a GSO send. Checked first; a wrong guess costs a solve (icrc_ipv4_id_solved).
+  std::uint16_t ipv4_id = 0;
 };
 
 // A packet to send: the UDP payload with its ICRC, computed for an IPv4 header with ID 0 and

@@ -39,7 +39,7 @@ void Device::finish(TxPacket& p) const {
 }
 
 Device::IcrcVerdict Device::check_icrc(const RxPacket& rx, const wire::IbPacket& p) const {
-  const Endpoints e{rx.src_gid, rx.dst_gid, rx.src_port, 0, 0, 64};
+  const Endpoints e{rx.src_gid, rx.dst_gid, rx.src_port, 0, 0, 64, rx.ipv4_id};
   const std::uint32_t syndrome = icrc_between(e, p.covered()) ^ p.icrc();
   if (syndrome == 0) return IcrcVerdict::ok;
   // Senders other than softrdma put non-zero IDs in the IPv4 header the ICRC covers (rxe

@@ -18,7 +18,7 @@ wire::Ipv4Repr ipv4_of(const Endpoints& e) {
   std::copy_n(e.dst.begin() + 12, 4, ip.dst.begin());
   ip.tos = e.traffic_class;
   ip.ttl = e.hop_limit;
-  ip.identification = 0;
+  ip.identification = e.ipv4_id;
   ip.dont_fragment = true;
   return ip;
 }

@@ -19,12 +19,16 @@ struct Endpoints {
   std::uint8_t traffic_class = 0;
   std::uint32_t flow_label = 0;
   std::uint8_t hop_limit = 64;
+  // IPv4 only: the Identification the packet leaves with. The engine sends 0 (DF, DESIGN.md
+  // §4); a host that lets the kernel number a GSO send's segments 0, 1, 2, ... records them
+  // here, and a receiver its guess of the sender's.
+  std::uint16_t ipv4_id = 0;
 };
 
 bool is_ipv4_mapped(const Gid& gid);
 
 // Writes the IP header of a RoCEv2 packet between `e` carrying a `udp_len`-byte UDP datagram,
-// as the ICRC assumes it: IPv4 (ID 0, DF) when `e.dst` is IPv4-mapped, IPv6 otherwise.
+// as the ICRC assumes it: IPv4 (ID e.ipv4_id, DF) when `e.dst` is IPv4-mapped, IPv6 otherwise.
 // Returns its length. The capture stage writes the same header into its frames.
 std::size_t write_ip_header(const Endpoints& e, std::size_t udp_len, std::uint8_t* out);
 

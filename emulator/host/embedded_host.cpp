@@ -36,6 +36,7 @@ constexpr core::Time kNever = ~core::Time{0};
 HostStart EmbeddedHost::start(HostConfig config) {
   net::UdpOpenResult opened = config.ip ? net::UdpBackend::open(*config.ip) : bind_first_free_loopback();
   if (!opened.backend) return {nullptr, opened.error};
+  opened.backend->set_gso(config.udp_gso);
   std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.spin));
   if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
   if (config.capture_path) {

@@ -47,6 +47,9 @@ struct HostConfig {
   std::optional<std::string> capture_path;
   // Seeded loss, duplication, reordering, delay and corruption (net/fault_plan.hpp); none: off.
   std::optional<net::FaultPlan> faults;
+  // Send runs of equal packets as UDP GSO datagrams (net/udp_backend.hpp); off: one datagram
+  // per packet, which is what a tcpdump on the interface can decode packet by packet.
+  bool udp_gso = true;
 };
 
 struct HostStats {

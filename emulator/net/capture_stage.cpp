@@ -175,6 +175,7 @@ void CaptureStage::record_rx(std::span<const core::RxPacket> packets, std::uint1
       route.src = p.src_gid;
       route.dst = p.dst_gid;
       route.src_port = p.src_port;
+      route.ipv4_id = p.ipv4_id;
       record_locked(now, Direction::rx, route, local_port, p.bytes);
     }
   }

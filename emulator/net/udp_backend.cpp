@@ -2,17 +2,25 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/net/udp_gid.hpp"
+#include "wire/ib_headers.hpp"
+#include "wire/icrc.hpp"
+#include "wire/icrc_ipv4_id.hpp"
+#include "wire/udp.hpp"
 
 namespace softrdma::net {
 
@@ -24,36 +32,37 @@ struct UdpBackend::Socket {
 };
 
 struct UdpBackend::Slots {
-  // Control buffers, aligned for cmsghdr: one u32 in (SO_RXQ_OVFL), two ints out (TOS/TTL
-  // or TCLASS/HOPLIMIT).
+  // Control buffers, aligned for cmsghdr: in, a u32 (SO_RXQ_OVFL) and an int (UDP_GRO's
+  // segment size); out, two ints (TOS/TTL or TCLASS/HOPLIMIT) and a u16 (UDP_SEGMENT).
   union RxControl {
     cmsghdr align;
-    char bytes[CMSG_SPACE(sizeof(std::uint32_t))];
+    char bytes[CMSG_SPACE(sizeof(std::uint32_t)) + CMSG_SPACE(sizeof(int))];
   };
   union TxControl {
     cmsghdr align;
-    char bytes[2 * CMSG_SPACE(sizeof(int))];
+    char bytes[2 * CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(std::uint16_t))];
   };
 
   std::array<mmsghdr, kBurst> rx_msgs{};
   std::array<iovec, kBurst> rx_iov{};
   std::array<sockaddr_storage, kBurst> rx_from{};
   std::array<RxControl, kBurst> rx_control{};
-  std::vector<std::uint8_t> rx_bytes = std::vector<std::uint8_t>(kBurst * kSlotBytes);
-  std::array<core::RxPacket, kBurst> rx_packets{};
+  // 2 MiB of slots, left uninitialised: only the pages datagrams land in become resident,
+  // so an idle device stays small.
+  std::unique_ptr<std::uint8_t[]> rx_bytes{new std::uint8_t[kBurst * kSlotBytes]};
+  std::vector<core::RxPacket> rx_packets = std::vector<core::RxPacket>(kBurst * kGsoSegments);
 
   std::array<mmsghdr, kBurst> tx_msgs{};
-  std::array<iovec, kBurst> tx_iov{};
+  std::array<iovec, kBurst * kGsoSegments> tx_iov{};  // a message's packets are consecutive iovecs
+  std::array<std::size_t, kBurst> tx_packets{};        // how many packets each message holds
   std::array<sockaddr_storage, kBurst> tx_to{};
   std::array<TxControl, kBurst> tx_control{};
 
   Slots() {
     for (std::size_t i = 0; i < kBurst; ++i) {
-      rx_iov[i] = {rx_bytes.data() + i * kSlotBytes, kSlotBytes};
+      rx_iov[i] = {rx_bytes.get() + i * kSlotBytes, kSlotBytes};
       rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
       rx_msgs[i].msg_hdr.msg_iovlen = 1;
-      tx_msgs[i].msg_hdr.msg_iov = &tx_iov[i];
-      tx_msgs[i].msg_hdr.msg_iovlen = 1;
     }
   }
 };
@@ -108,6 +117,9 @@ int configure(int fd, bool ipv4, const char*& what) {
       return err;
     }
   }
+  // Coalesced datagrams in (split in receive()); kernels before 5.0 lack it and send
+  // single datagrams, which is what this socket then gets.
+  set_int(fd, SOL_UDP, UDP_GRO, 1);
   // net.core.rmem_max (208 KiB by default) caps SO_RCVBUF, and a burst that overflows it is
   // lost: RC retransmits it, but UC and UD lose whole messages. With CAP_NET_ADMIN the
   // buffers can pass the cap; without it (EPERM) the capped sizes stand.
@@ -116,14 +128,20 @@ int configure(int fd, bool ipv4, const char*& what) {
   return 0;
 }
 
-// Appends one int-valued control message to `h`, whose msg_control has room for it.
-void add_int_cmsg(msghdr& h, int level, int type, int value) {
+// Appends one control message to `h`, whose msg_control has room for it.
+template <class T>
+void add_cmsg(msghdr& h, int level, int type, T value) {
   auto* c = reinterpret_cast<cmsghdr*>(static_cast<char*>(h.msg_control) + h.msg_controllen);
   c->cmsg_level = level;
   c->cmsg_type = type;
   c->cmsg_len = CMSG_LEN(sizeof value);
   std::memcpy(CMSG_DATA(c), &value, sizeof value);
   h.msg_controllen += CMSG_SPACE(sizeof value);
+}
+
+bool same_path(const core::TxPacket& a, const core::TxPacket& b) {
+  return a.route.dst == b.route.dst && a.route.traffic_class == b.route.traffic_class &&
+         a.route.hop_limit == b.route.hop_limit;
 }
 
 }  // namespace
@@ -173,6 +191,45 @@ UdpBackend::UdpBackend(std::unique_ptr<Socket> socket, bool ipv4, std::string ad
 
 UdpBackend::~UdpBackend() = default;
 
+std::size_t UdpBackend::gso_run(std::span<const core::TxPacket> packets, std::size_t first) const {
+  const std::size_t size = packets[first].bytes.size();
+  if (!gso_ || no_gso_ > 0 || size < wire::Bth::length + wire::kIcrcLength) return 1;  // not a RoCE packet: nothing to number
+  std::size_t n = 1, bytes = size;
+  // Equal sizes, the last one possibly shorter (the kernel cuts the datagram every `size`).
+  while (first + n < packets.size() && n < kGsoSegments && same_path(packets[first], packets[first + n])) {
+    const std::size_t next = packets[first + n].bytes.size();
+    if (next > size || bytes + next > kGsoBytes) break;
+    bytes += next;
+    ++n;
+    if (next < size) break;
+  }
+  return n;
+}
+
+void UdpBackend::number_segments(std::span<core::TxPacket> run, bool as_gso) {
+  if (!ipv4_) return;  // IPv6 has no Identification
+  std::optional<std::pair<std::size_t, wire::Ipv4IdentificationShift>> shift;  // for one packet size
+  for (std::size_t k = 0; k < run.size(); ++k) {
+    core::TxPacket& p = run[k];
+    const auto id = static_cast<std::uint16_t>(as_gso ? k : 0);
+    if (p.route.ipv4_id == id) continue;
+    const std::size_t size = p.bytes.size();
+    if (!shift || shift->first != size)
+      shift.emplace(size, wire::Ipv4IdentificationShift(wire::kIpv4BytesAfterIdentification + wire::Udp::length +
+                                                        size - wire::kIcrcLength));
+    std::uint8_t* icrc = p.bytes.data() + size - wire::kIcrcLength;
+    std::uint32_t value = 0;
+    for (int i = 0; i < 4; ++i) value |= std::uint32_t{icrc[i]} << (8 * i);
+    wire::store_icrc(icrc, value ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
+    p.route.ipv4_id = id;
+  }
+}
+
+void UdpBackend::use_checksums(bool on) {
+  if (!ipv4_ || checksums_ == on) return;
+  if (set_int(fd_, SOL_SOCKET, SO_NO_CHECK, on ? 0 : 1) == 0) checksums_ = on;
+}
+
 std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
   Slots& s = *slots_;
   const auto routable = [&](const core::TxPacket& p) { return core::is_ipv4_mapped(p.route.dst) == ipv4_; };
@@ -184,33 +241,57 @@ std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
       continue;
     }
     unsigned n = 0;
-    for (; n < kBurst && done + n < packets.size() && routable(packets[done + n]); ++n) {
-      core::TxPacket& p = packets[done + n];
+    std::size_t next = done, iov = 0;
+    bool gso = false;
+    while (n < kBurst && next < packets.size() && routable(packets[next])) {
+      const std::size_t run = gso_run(packets, next);
+      number_segments(packets.subspan(next, run), run > 1);
+      core::TxPacket& p = packets[next];
       msghdr& h = s.tx_msgs[n].msg_hdr;
       h.msg_name = &s.tx_to[n];
       h.msg_namelen = socket_address_of(p.route.dst, kRoceV2Port, s.tx_to[n]);
-      s.tx_iov[n] = {p.bytes.data(), p.bytes.size()};
+      h.msg_iov = &s.tx_iov[iov];
+      h.msg_iovlen = run;
+      for (std::size_t k = 0; k < run; ++k) s.tx_iov[iov++] = {packets[next + k].bytes.data(), packets[next + k].bytes.size()};
       // The GRH fields of the address vector go into the IP header. The ICRC masks them
       // (annex A17.4.2), so they change nothing the engine computed. Hop limit 0 means
       // "the default" here: the kernel refuses a TTL of 0.
       h.msg_control = s.tx_control[n].bytes;
       h.msg_controllen = 0;
-      add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TOS : IPV6_TCLASS, p.route.traffic_class);
-      if (p.route.hop_limit != 0) add_int_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, p.route.hop_limit);
+      add_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TOS : IPV6_TCLASS, int{p.route.traffic_class});
+      if (p.route.hop_limit != 0) add_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, int{p.route.hop_limit});
+      if (run > 1) {
+        add_cmsg(h, SOL_UDP, UDP_SEGMENT, static_cast<std::uint16_t>(p.bytes.size()));
+        gso = true;
+      }
+      s.tx_packets[n++] = run;
+      next += run;
     }
+    use_checksums(gso);
     const int sent = sendmmsg(fd_, s.tx_msgs.data(), n, MSG_DONTWAIT);
     if (sent > 0) {
-      for (int i = 0; i < sent; ++i) counters_.tx_bytes += packets[done + static_cast<std::size_t>(i)].bytes.size();
-      counters_.tx_packets += static_cast<std::uint64_t>(sent);
-      done += static_cast<std::size_t>(sent);
+      for (std::size_t m = 0; m < static_cast<std::size_t>(sent); ++m) {
+        for (std::size_t k = 0; k < s.tx_packets[m]; ++k) counters_.tx_bytes += packets[done + k].bytes.size();
+        counters_.tx_packets += s.tx_packets[m];
+        counters_.tx_gso_datagrams += s.tx_packets[m] > 1;
+        no_gso_ -= std::min(no_gso_, s.tx_packets[m]);
+        done += s.tx_packets[m];
+      }
       continue;
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;  // the send buffer is full: the caller waits for POLLOUT
+    counters_.last_tx_errno = errno;
+    if (s.tx_packets[0] > 1) {
+      // The kernel refused the GSO datagram (a segment above the path MTU gives EINVAL, not
+      // EMSGSIZE): its packets go again one by one, so each meets its own fate.
+      no_gso_ = s.tx_packets[0];
+      continue;
+    }
     // This packet was refused (EMSGSIZE above the path MTU, ENETUNREACH, ...): a lost packet,
     // which RC recovers from by retransmission and UD/UC by not caring.
     ++counters_.tx_errors;
-    counters_.last_tx_errno = errno;
+    no_gso_ -= std::min<std::size_t>(no_gso_, 1);
     ++done;
   }
   return done;
@@ -234,11 +315,14 @@ std::span<const core::RxPacket> UdpBackend::receive() {
   std::size_t out = 0;
   for (std::size_t i = 0; i < static_cast<std::size_t>(got); ++i) {
     msghdr& h = s.rx_msgs[i].msg_hdr;
+    int segment = 0;  // UDP_GRO: the datagram is packets of this size (the last may be shorter)
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
         std::uint32_t drops = 0;  // the socket's drop count so far
         std::memcpy(&drops, CMSG_DATA(c), sizeof drops);
         counters_.rx_kernel_drops = drops;
+      } else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        std::memcpy(&segment, CMSG_DATA(c), sizeof segment);
       }
     }
     if (h.msg_flags & MSG_TRUNC) {
@@ -251,10 +335,23 @@ std::span<const core::RxPacket> UdpBackend::receive() {
       continue;
     }
     const std::size_t length = s.rx_msgs[i].msg_len;
-    s.rx_packets[out++] =
-        core::RxPacket{{s.rx_bytes.data() + i * kSlotBytes, length}, *src, local_gid_, port_of(s.rx_from[i]), false};
-    ++counters_.rx_packets;
-    counters_.rx_bytes += length;
+    const std::uint8_t* bytes = s.rx_bytes.get() + i * kSlotBytes;
+    const std::size_t step =
+        segment > 0 && static_cast<std::size_t>(segment) < length ? static_cast<std::size_t>(segment) : std::max<std::size_t>(length, 1);
+    if ((length + step - 1) / step > kGsoSegments) {  // more than GRO ever coalesces: not split blindly
+      ++counters_.rx_truncated;
+      continue;
+    }
+    counters_.rx_gro_datagrams += step < length;
+    std::size_t offset = 0;
+    for (std::uint16_t k = 0; k == 0 || offset < length; ++k, offset += step) {
+      const std::size_t piece = std::min(step, length - offset);
+      // Segment k of a GSO send left with IPv4 ID k (see the header).
+      s.rx_packets[out++] =
+          core::RxPacket{{bytes + offset, piece}, *src, local_gid_, port_of(s.rx_from[i]), false, ipv4_ ? k : std::uint16_t{0}};
+      ++counters_.rx_packets;
+      counters_.rx_bytes += piece;
+    }
   }
   return {s.rx_packets.data(), out};
 }

@@ -1,6 +1,9 @@
 // The `udp` backend (DESIGN.md §4): RoCEv2 over one kernel UDP socket bound to ADDR:4791,
 // IPv4 or IPv6, unprivileged. Bursts go out with sendmmsg, each packet to the address inside
-// its destination GID, and come in with recvmmsg.
+// its destination GID, and come in with recvmmsg. Runs of equal-sized packets to one address
+// (the segments of a long message) go out as one UDP GSO datagram, and the socket takes
+// coalesced datagrams (UDP_GRO): the kernel's per-packet cost, not the copies, limits a plain
+// UDP socket (~0.5 Mpps here, research/dpdk.md), and GSO/GRO pay it once per 64 KiB.
 //
 // What the socket is set up to do, and why:
 // - It stays unconnected and has IP_MTU_DISCOVER = IP_PMTUDISC_DO: the kernel then sends
@@ -8,15 +11,21 @@
 //   (core/roce_headers.hpp). A connected socket would send a per-socket incrementing ID, and
 //   the ICRC covers the ID (research/captures.md).
 // - IPv4 sends UDP checksum 0 (SO_NO_CHECK), as rxe does; IPv6 keeps a real checksum, which
-//   RFC 8200 s8.1 requires.
+//   RFC 8200 s8.1 requires. The kernel refuses GSO without checksums (EINVAL), so a burst
+//   that holds a GSO datagram is sent with them (RFC 768: a receiver checks one if present;
+//   the ICRC masks the field, annex A17.4.2).
+// - The kernel numbers the segments of a GSO send with IPv4 IDs 0, 1, 2, ... (DF keeps the
+//   first at 0): segment k's ICRC is computed for ID k (wire::Ipv4IdentificationShift) and
+//   the ID recorded in its route for the capture. A receiver given a coalesced datagram
+//   splits it at the segment size and tells the engine segment k was most likely sent with
+//   ID k (RxPacket::ipv4_id); on loopback and veth the datagram is never segmented at all.
 // - Every packet leaves from port 4791, the socket's own port: the engine is configured
 //   with it (core::DeviceConfig::udp_source_port), because the ICRC covers it.
 // - A socket sees no IPv4 ID on receive, so it cannot check a peer's ICRC over the real
 //   headers: RxPacket.icrc_checked stays false and the engine checks the ICRC as if the ID
 //   were 0, which is what softrdma peers send; for a peer with non-zero IDs, such as rxe or
 //   a NIC, it solves for the ID instead (DeviceCounters::icrc_ipv4_id_solved).
-// Not used yet: UDP GSO/GRO (the ICRC of GSO segment k needs ID k, which the engine does not
-// compute) and per-QP source ports.
+// Not used yet: per-QP source ports.
 #pragma once
 
 #include <sys/socket.h>
@@ -40,9 +49,11 @@ struct UdpCounters {
   std::uint64_t tx_no_route = 0;  // destination GID of the other address family than the socket
   std::uint64_t rx_packets = 0;
   std::uint64_t rx_bytes = 0;
-  std::uint64_t rx_truncated = 0;     // datagrams longer than a receive slot, dropped
+  std::uint64_t rx_truncated = 0;     // datagrams longer than a receive slot or than 64 coalesced packets, dropped
   std::uint64_t rx_errors = 0;        // failed recvmmsg calls
   std::uint64_t rx_kernel_drops = 0;  // datagrams the kernel dropped on a full socket buffer (SO_RXQ_OVFL)
+  std::uint64_t tx_gso_datagrams = 0;   // datagrams sent with UDP GSO (several packets each)
+  std::uint64_t rx_gro_datagrams = 0;   // datagrams received coalesced (UDP_GRO), split here
   int last_tx_errno = 0;
 };
 
@@ -57,7 +68,9 @@ struct UdpOpenResult {
 class UdpBackend {
  public:
   static constexpr std::size_t kBurst = 32;          // datagrams per sendmmsg / recvmmsg
-  static constexpr std::size_t kSlotBytes = 9216;    // a 4096-byte MTU packet with room to spare; jumbo frames fit
+  static constexpr std::size_t kSlotBytes = 65536;   // the largest UDP datagram: a coalesced one, or a jumbo packet
+  static constexpr std::size_t kGsoSegments = 64;    // the kernel's UDP_MAX_SEGMENTS (and GRO's per datagram)
+  static constexpr std::size_t kGsoBytes = 65507;    // the UDP payload an IPv4 datagram can carry
   static constexpr int kSocketBufferBytes = 4 << 20;  // a 1 MiB message in flight several times over
 
   // Binds `ip` (an IPv4 or IPv6 address in text form) : `port`. Packets always go to port
@@ -74,11 +87,15 @@ class UdpBackend {
   std::uint16_t local_port() const { return local_port_; }
   const std::string& local_address() const { return local_address_; }  // "127.0.0.2", "::1"
   const UdpCounters& counters() const { return counters_; }
+  // Off: every packet leaves as its own datagram, ID 0 and (IPv4) checksum 0, so a tcpdump on
+  // the interface sees each RoCE packet as a frame of its own. On by default.
+  void set_gso(bool on) { gso_ = on; }
 
   // Sends `packets` in order; their ICRCs must have been sealed for local_port().
   // Returns how many were dealt with (sent, or counted as an error and dropped); fewer than
   // packets.size() only when the socket's send buffer is full: wait for POLLOUT and send the
   // rest then. Never blocks.
+  // Packets of a GSO datagram get their IPv4 ID and matching ICRC set here (see above).
   std::size_t send(std::span<core::TxPacket> packets);
 
   // Up to kBurst datagrams that have arrived, as the engine takes them; empty when none has.
@@ -90,6 +107,12 @@ class UdpBackend {
   struct Slots;   // the recvmmsg / sendmmsg arrays
 
   UdpBackend(std::unique_ptr<Socket> socket, bool ipv4, std::string address);
+  // How many packets from packets[first] on can share one GSO datagram (1: send it alone).
+  std::size_t gso_run(std::span<const core::TxPacket> packets, std::size_t first) const;
+  // Gives packet k of a GSO datagram IPv4 ID k and the ICRC for it (0 for all: back to single sends).
+  void number_segments(std::span<core::TxPacket> run, bool as_gso);
+  // SO_NO_CHECK on or off as the next sendmmsg needs (IPv4 only).
+  void use_checksums(bool on);
 
   std::unique_ptr<Socket> socket_;
   std::unique_ptr<Slots> slots_;
@@ -98,6 +121,9 @@ class UdpBackend {
   std::string local_address_;
   std::uint16_t local_port_ = kRoceV2Port;
   core::Gid local_gid_{};
+  bool gso_ = true;
+  bool checksums_ = false;    // IPv4: SO_NO_CHECK is off at the moment
+  std::size_t no_gso_ = 0;    // packets still to send one by one after the kernel refused their GSO datagram
   UdpCounters counters_;
 };
 

@@ -2,6 +2,7 @@
 // receives, in a pcap file whose frames are whole RoCEv2 frames with a valid ICRC.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -47,9 +48,12 @@ Frames read_capture(const std::string& path) {
 }
 
 TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frames", "[host][capture]") {
+  const bool gso = GENERATE(true, false);
+  INFO("UDP GSO " << (gso ? "on" : "off"));
   const std::string path = temp_path("capture-rc");
   host::HostConfig config = config_at("127.83.60.1");
   config.capture_path = path;
+  config.udp_gso = gso;
   Node a(config), b("127.83.60.2");
   RcPair p(a, b);
 
@@ -78,6 +82,9 @@ TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frame
 
   const wire::MacAddress mac_a{0x02, 0x00, 127, 83, 60, 1}, mac_b{0x02, 0x00, 127, 83, 60, 2};
   std::size_t sent = 0, received = 0, sends = 0, writes = 0, read_responses = 0;
+  // IPv4 IDs as the frames left each side: 0 for a datagram of its own, k for segment k of a
+  // GSO datagram, so each ID is 0 or one more than the previous frame's in its direction.
+  std::uint16_t last_id[2] = {0, 0}, top_id = 0;
   for (const auto& bytes : f.data) {
     const auto frame = wire::RoceFrame::check(bytes);
     REQUIRE(frame);
@@ -85,11 +92,14 @@ TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frame
     CHECK(frame->icrc_ok());
     const std::span<const std::uint8_t> ip = frame->network_header();
     CHECK(wire::inet_checksum(ip) == 0);  // the header checksum holds
-    CHECK(wire::Ipv4::identification::get(ip.data()) == 0);
     CHECK(wire::Ipv4::dont_fragment::get(ip.data()));
-    CHECK(wire::Udp::checksum::get(frame->udp_header().data()) == 0);
+    CHECK(wire::Udp::checksum::get(frame->udp_header().data()) == 0);  // none written, which IPv4 allows
     CHECK(wire::Udp::dst_port::get(frame->udp_header().data()) == wire::kRoceV2Port);
     const bool from_a = frame->ethernet().src() == mac_a;
+    const std::uint16_t id = wire::Ipv4::identification::get(ip.data());
+    CHECK((id == 0 || id == last_id[from_a] + 1));
+    last_id[from_a] = id;
+    if (from_a) top_id = std::max(top_id, id);
     CHECK(frame->ethernet().dst() == (from_a ? mac_b : mac_a));
     (from_a ? sent : received) += 1;
     const auto op = static_cast<std::uint8_t>(wire::operation_of(frame->ib().opcode()));
@@ -102,6 +112,9 @@ TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frame
   CHECK(sends == 3);
   CHECK(writes == 5);
   CHECK(read_responses == 8);
+  // a's GSO on: its 3-packet SEND and 5-packet WRITE left numbered (b's READ responses always do).
+  CHECK((s.udp.tx_gso_datagrams > 0) == gso);
+  CHECK((top_id > 0) == gso);
   std::remove(path.c_str());
 }
 

@@ -10,7 +10,10 @@
 
 #include <cstring>
 
+#include "emulator/core/roce_headers.hpp"
+#include "emulator/net/udp_gid.hpp"
 #include "tests/host/host_fixture.hpp"
+#include "wire/ib_packet.hpp"
 #include "wire/roce_frame.hpp"
 
 namespace test {
@@ -98,30 +101,37 @@ class LoopbackCapture {
   int fd_;
 };
 
-// One SEND and its ACK, captured as they leave; every frame checked for what DESIGN.md §4
-// says the kernel sends from an unconnected IP_PMTUDISC_DO socket.
-std::vector<wire::RoceFrame> capture_a_send(const char* ip_a, const char* ip_b,
-                                            std::vector<std::vector<std::uint8_t>>& storage) {
-  Node a(ip_a), b(ip_b);
+// One 1500-byte SEND (two packets at MTU 1024) and its ACK, as the frames leave a.
+std::vector<std::vector<std::uint8_t>> capture_a_send(const char* ip_a, const char* ip_b, bool gso) {
+  host::HostConfig ca = config_at(ip_a), cb = config_at(ip_b);
+  ca.udp_gso = cb.udp_gso = gso;
+  Node a(ca), b(cb);
   RcPair p(a, b);
   LoopbackCapture capture;
   b.post_recv(p.qb, 1, 0, 4096);
   a.post_send(p.qa, make_wr(core::WrOpcode::send, 1, {a.sge(0, 1500)}));
   b.wait(b.recv_cq, 1);
   a.wait(a.send_cq, 1);
-  storage = capture.frames();
+  return capture.frames();
+}
+
+// The frames of a capture_a_send without GSO, each checked as a whole RoCEv2 frame: what
+// DESIGN.md §4 says the kernel sends from an unconnected IP_PMTUDISC_DO socket.
+std::vector<wire::RoceFrame> roce_frames_of_a_send(const char* ip_a, const char* ip_b,
+                                                   std::vector<std::vector<std::uint8_t>>& storage) {
+  storage = capture_a_send(ip_a, ip_b, false);
   std::vector<wire::RoceFrame> roce;
   for (const auto& f : storage) {
     const auto frame = wire::RoceFrame::check(f);
     if (frame) roce.push_back(*frame);
   }
-  REQUIRE(roce.size() >= 3);  // SEND first and last at MTU 1024, an ACK
+  REQUIRE(roce.size() >= 3);  // SEND first and last, an ACK
   return roce;
 }
 
-TEST_CASE("the kernel sends IPv4 with DF, ID 0 and UDP checksum 0, so the ICRC holds on the wire", "[.netns][wire]") {
+TEST_CASE("without GSO the kernel sends IPv4 with DF, ID 0 and UDP checksum 0, so the ICRC holds on the wire", "[.netns][wire]") {
   std::vector<std::vector<std::uint8_t>> storage;
-  for (const wire::RoceFrame& f : capture_a_send("127.0.0.1", "127.0.0.2", storage)) {
+  for (const wire::RoceFrame& f : roce_frames_of_a_send("127.0.0.1", "127.0.0.2", storage)) {
     REQUIRE(f.encapsulation() == wire::Encapsulation::rocev2_ipv4);
     const std::uint8_t* ip = f.network_header().data();
     CHECK(wire::Ipv4::identification::get(ip) == 0);
@@ -133,9 +143,49 @@ TEST_CASE("the kernel sends IPv4 with DF, ID 0 and UDP checksum 0, so the ICRC h
   }
 }
 
-TEST_CASE("the kernel sends IPv6 with a UDP checksum, and the ICRC holds on the wire", "[.netns][wire][ipv6]") {
+core::Gid gid_at(const char* ipv4) {
+  in_addr a{};
+  inet_pton(AF_INET, ipv4, &a);
+  return softrdma::net::gid_of(a);
+}
+
+// With GSO the SEND's two packets leave as one datagram, which loopback never segments: its
+// UDP payload is the two packets back to back. Where a device segments it, the kernel gives
+// segment k IPv4 ID k (DF set, first ID 0): each packet's ICRC must hold for that ID.
+TEST_CASE("with GSO a message's packets share one datagram, each with the ICRC for its segment's IPv4 ID", "[.netns][wire]") {
+  bool seen = false;
+  for (const auto& f : capture_a_send("127.0.0.1", "127.0.0.2", true)) {
+    constexpr std::size_t kEthernet = 14;
+    if (f.size() < kEthernet + wire::Ipv4::min_length + wire::Udp::length) continue;
+    const std::uint8_t* ip = f.data() + kEthernet;
+    const std::uint8_t* udp = ip + wire::Ipv4::min_length;
+    if (wire::Ipv4::version::get(ip) != 4 || wire::Udp::dst_port::get(udp) != wire::kRoceV2Port) continue;
+    const std::span<const std::uint8_t> payload(udp + wire::Udp::length, wire::Udp::total_length::get(udp) - wire::Udp::length);
+    if (payload.size() < 1500) continue;  // the ACK
+    seen = true;
+    CHECK(wire::Ipv4::identification::get(ip) == 0);
+    CHECK(wire::Ipv4::dont_fragment::get(ip));
+    CHECK(wire::Udp::checksum::get(udp) != 0);  // the kernel refuses GSO without checksums
+    // MTU 1024: a SEND_FIRST of 12 + 1024 + 4 bytes, then a SEND_LAST with the other 476.
+    constexpr std::size_t kFirst = 12 + 1024 + 4;
+    REQUIRE(payload.size() == kFirst + 12 + 476 + 4);
+    core::Endpoints e{gid_at("127.0.0.1"), gid_at("127.0.0.2"), 4791};
+    for (std::uint16_t k = 0; k < 2; ++k) {
+      const std::span<const std::uint8_t> packet = k == 0 ? payload.first(kFirst) : payload.subspan(kFirst);
+      const auto parsed = wire::IbPacket::check(packet);
+      REQUIRE(parsed);
+      e.ipv4_id = k;
+      CHECK(core::icrc_between(e, parsed->covered()) == parsed->icrc());
+      e.ipv4_id = static_cast<std::uint16_t>(1 - k);
+      CHECK(core::icrc_between(e, parsed->covered()) != parsed->icrc());  // the ID matters
+    }
+  }
+  CHECK(seen);
+}
+
+TEST_CASE("without GSO the kernel sends IPv6 with a UDP checksum, and the ICRC holds on the wire", "[.netns][wire][ipv6]") {
   std::vector<std::vector<std::uint8_t>> storage;
-  for (const wire::RoceFrame& f : capture_a_send(kV6a, kV6b, storage)) {
+  for (const wire::RoceFrame& f : roce_frames_of_a_send(kV6a, kV6b, storage)) {
     REQUIRE(f.encapsulation() == wire::Encapsulation::rocev2_ipv6);
     CHECK(wire::Ipv6::hop_limit::get(f.network_header().data()) == 1);
     CHECK(wire::Udp::checksum::get(f.udp_header().data()) != 0);  // RFC 8200 s8.1

@@ -9,6 +9,7 @@
 #include "tests/host/host_fixture.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/icrc.hpp"
+#include "wire/opcode.hpp"
 
 namespace test {
 namespace {
@@ -95,6 +96,98 @@ TEST_CASE("a destination of the other address family is counted, not sent", "[ud
   REQUIRE(got.size() == 2);
   CHECK(got[0].second[0] == 1);
   CHECK(got[1].second[0] == 3);
+}
+
+// A RoCE packet as the engine hands it over: BTH, payload, ICRC for IPv4 ID 0.
+core::TxPacket roce_packet(const net::UdpBackend& from, const net::UdpBackend& to, std::uint32_t psn, std::size_t payload) {
+  core::TxPacket p = packet(from, to, 0, 0);
+  wire::IbRepr h;
+  h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::write_middle);
+  h.dest_qp = 0x11;
+  h.psn = psn;
+  const std::size_t header = wire::info(h.opcode).header_length;
+  p.bytes.assign(header + payload + wire::kIcrcLength, static_cast<std::uint8_t>(psn));
+  h.emit_headers(p.bytes.data(), payload);
+  const std::span<const std::uint8_t> covered(p.bytes.data(), p.bytes.size() - wire::kIcrcLength);
+  wire::store_icrc(p.bytes.data() + covered.size(), core::icrc_between(p.route, covered));
+  return p;
+}
+
+std::uint32_t stored_icrc(std::span<const std::uint8_t> bytes) {
+  const std::uint8_t* i = bytes.data() + bytes.size() - wire::kIcrcLength;
+  return std::uint32_t{i[0]} | std::uint32_t{i[1]} << 8 | std::uint32_t{i[2]} << 16 | std::uint32_t{i[3]} << 24;
+}
+
+TEST_CASE("equal packets to one address leave as one GSO datagram, numbered, and arrive split", "[udp]") {
+  auto a = open_backend("127.83.34.1");
+  auto b = open_backend("127.83.34.2");
+  // A 40 KiB message in 4 KiB packets, the last shorter; then a packet of its own.
+  std::vector<core::TxPacket> burst;
+  for (std::uint32_t k = 0; k < 10; ++k) burst.push_back(roce_packet(*a, *b, k, 4096));
+  burst.push_back(roce_packet(*a, *b, 10, 100));
+  burst.push_back(roce_packet(*a, *b, 11, 4096));
+  REQUIRE(a->send(burst) == burst.size());
+  CHECK(a->counters().tx_gso_datagrams == 1);
+  CHECK(a->counters().tx_packets == 12);
+  for (std::uint16_t k = 0; k < 12; ++k) {
+    // Segment k of the datagram leaves with IPv4 ID k (the packet alone with 0), and its
+    // ICRC is the one for that ID: the capture writes the same ID from the route.
+    const core::TxPacket& p = burst[k];
+    const std::uint16_t id = k < 11 ? k : 0;
+    CHECK(p.route.ipv4_id == id);
+    core::Endpoints as_sent = p.route;
+    as_sent.ipv4_id = id;
+    CHECK(stored_icrc(p.bytes) == core::icrc_between(as_sent, std::span(p.bytes).first(p.bytes.size() - wire::kIcrcLength)));
+  }
+  const auto got = receive(*b, 12);
+  REQUIRE(got.size() == 12);
+  for (std::size_t k = 0; k < 12; ++k) {
+    INFO("packet " << k);
+    CHECK(got[k].second == burst[k].bytes);  // in order, intact, cut where they were joined
+    CHECK(got[k].first.ipv4_id == burst[k].route.ipv4_id);  // the receiver's guess is the sender's ID
+  }
+  CHECK(b->counters().rx_gro_datagrams == 1);  // loopback never segments: the datagram came whole
+  CHECK(b->counters().rx_packets == 12);
+
+  // Sent again (a retransmission from a queue the socket could not take at once), a packet
+  // is renumbered for its new place, never shifted twice.
+  std::vector<core::TxPacket> again(burst.begin() + 5, burst.begin() + 8);
+  REQUIRE(a->send(again) == 3);
+  for (std::uint16_t k = 0; k < 3; ++k) {
+    CHECK(again[k].route.ipv4_id == k);
+    CHECK(stored_icrc(again[k].bytes) ==
+          core::icrc_between(again[k].route, std::span(again[k].bytes).first(again[k].bytes.size() - wire::kIcrcLength)));
+  }
+}
+
+TEST_CASE("with GSO off equal packets leave one datagram each, all with IPv4 ID 0", "[udp]") {
+  auto a = open_backend("127.83.36.1");
+  auto b = open_backend("127.83.36.2");
+  a->set_gso(false);
+  std::vector<core::TxPacket> burst;
+  for (std::uint32_t k = 0; k < 10; ++k) burst.push_back(roce_packet(*a, *b, k, 4096));
+  const std::vector<core::TxPacket> before = burst;
+  REQUIRE(a->send(burst) == 10);
+  CHECK(a->counters().tx_gso_datagrams == 0);
+  for (std::size_t k = 0; k < 10; ++k) {
+    CHECK(burst[k].route.ipv4_id == 0);
+    CHECK(burst[k].bytes == before[k].bytes);  // the engine's ICRC, untouched
+  }
+  const auto got = receive(*b, 10);
+  REQUIRE(got.size() == 10);
+  CHECK(b->counters().rx_gro_datagrams == 0);
+  for (const auto& [p, bytes] : got) CHECK(p.ipv4_id == 0);
+}
+
+TEST_CASE("a GSO datagram holds at most the kernel's 64 segments", "[udp]") {
+  auto a = open_backend("127.83.35.1");
+  auto b = open_backend("127.83.35.2");
+  std::vector<core::TxPacket> burst;
+  for (std::uint32_t k = 0; k < 65; ++k) burst.push_back(roce_packet(*a, *b, k, 1000));
+  REQUIRE(a->send(burst) == 65);
+  CHECK(a->counters().tx_gso_datagrams == 1);  // 64 of 1016 bytes (65,024 of 65,507), then 1 alone
+  CHECK(a->counters().tx_errors == 0);
+  CHECK(receive(*b, 65).size() == 65);
 }
 
 }  // namespace

@@ -212,6 +212,9 @@ def check_run_errors(softrdma, cc):
                    "bad --ip")
     one_line_error([softrdma, "run", "--", "true"], 2, "SOFTRDMA_IP='not-an-ip'", "bad SOFTRDMA_IP",
                    env=clean_env(SOFTRDMA_IP="not-an-ip"))
+    rc, out, err = run([softrdma, "run", "--", "ibv_devices"], env=clean_env(SOFTRDMA_UDP_GSO="2"))
+    check("softrdma: SOFTRDMA_UDP_GSO='2': expected 0 or 1; no RDMA device\n" in err and "srdma0" not in out,
+          "bad SOFTRDMA_UDP_GSO: one line naming it, and no device", f"rc={rc} stderr={err!r} stdout={out!r}")
     one_line_error([softrdma, "devices", "--ip", "1.2.3.4.5"], 2, "not an IPv4 or IPv6 address", "devices: bad --ip")
     one_line_error([softrdma, "run", "--ip", "fe80::1", "--", "true"], 2, "--ip 'fe80::1' is a link-local IPv6 address",
                    "link-local --ip")

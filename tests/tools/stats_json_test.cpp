@@ -86,7 +86,7 @@ TEST_CASE("stats JSON: what to_json writes reads back field for field", "[stats]
   CHECK(c.find("rcvd_pkts")->text == "7");
   CHECK(c.find("icrc_err")->text == "3");
   CHECK(c.find("dropped")->text == "0");
-  CHECK(r.find("udp")->members.size() == 10);
+  CHECK(r.find("udp")->members.size() == 12);
   CHECK(r.find("udp")->find("rx_kernel_drops")->text == "5");
   CHECK(r.find("capture")->find("frames_written")->text == "11");
   CHECK(r.find("faults")->find("tx")->find("lost")->text == "2");

@@ -19,7 +19,7 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--] PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
     "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
@@ -48,6 +48,10 @@ constexpr const char* kUsage =
     "  --stats FILE     when PROGRAM exits normally, write srdma0's counters to FILE as one JSON\n"
     "                   object, the one 'softrdma stats --json' shows while it runs (sets\n"
     "                   SOFTRDMA_STATS_FILE).\n"
+    "  --no-gso         send every packet as a datagram of its own (sets SOFTRDMA_UDP_GSO=0), so\n"
+    "                   that tcpdump on the interface sees one RoCE packet per frame. By default\n"
+    "                   a message's packets leave as one UDP GSO datagram, which the kernel cuts\n"
+    "                   into packets only where a device needs it (never on lo or a veth).\n"
     "  --help           this text\n"
     "\n"
     "Environment (the options replace both address variables):\n"
@@ -58,6 +62,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_CAPTURE  as --capture (empty: no capture)\n"
     "  SOFTRDMA_FAULTS   as --faults (empty: none)\n"
     "  SOFTRDMA_STATS_FILE  as --stats (empty: none)\n"
+    "  SOFTRDMA_UDP_GSO  0 as --no-gso; 1 or unset: GSO\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
@@ -224,6 +229,7 @@ int run_main(int argc, char** argv) {
   const char* capture = nullptr;
   const char* faults = nullptr;
   const char* stats = nullptr;
+  bool no_gso = false;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -247,6 +253,8 @@ int run_main(int argc, char** argv) {
     } else if (a == "--stats" || a.starts_with("--stats=")) {
       stats = a == "--stats" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--stats=");
       if (stats == nullptr || *stats == '\0') return fail(2, "--stats needs a file name (e.g. --stats counters.json)");
+    } else if (a == "--no-gso") {
+      no_gso = true;
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {
@@ -254,12 +262,13 @@ int run_main(int argc, char** argv) {
     }
   }
   if (i >= argc) {
-    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--] PROGRAM [ARGS...])");
+    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...])");
   }
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
   if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
   if (faults != nullptr) export_setting("SOFTRDMA_FAULTS", faults);
   if (stats != nullptr) export_setting("SOFTRDMA_STATS_FILE", stats);
+  if (no_gso) export_setting("SOFTRDMA_UDP_GSO", "0");
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {
