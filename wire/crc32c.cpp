@@ -109,6 +109,7 @@ const detail::CrcImplementation& chosen() {
     switch (detail::crc_tier()) {
 #if defined(__x86_64__)
       case detail::CrcTier::avx512: return {crc32c_wide, "vpclmul+sse4.2"};
+      case detail::CrcTier::avx2:  // the three crc32-instruction streams match 256-bit folding there
       case detail::CrcTier::sse: return {crc32c_sse42, "sse4.2"};
 #endif
       default: return {crc32c_portable, "slice8"};

@@ -9,11 +9,12 @@
 
 namespace wire::detail {
 
-enum class CrcTier : std::uint8_t { portable, sse, avx512 };
+enum class CrcTier : std::uint8_t { portable, sse, avx2, avx512 };
 
-// What the CPU offers (sse: SSE4.2 and PCLMULQDQ; avx512: also AVX-512F and VPCLMULQDQ),
-// capped by the environment variable SOFTRDMA_CRC, read once: "portable" (the tables) or
-// "sse" (no AVX-512), so tests and benchmarks can compare the implementations.
+// What the CPU offers (sse: SSE4.2 and PCLMULQDQ; avx2: also AVX2 and VPCLMULQDQ; avx512:
+// also AVX-512F), capped by the environment variable SOFTRDMA_CRC, read once: "portable" (the
+// tables), "sse" (no VPCLMULQDQ) or "avx2" (no AVX-512), so tests and benchmarks can compare
+// the implementations.
 CrcTier crc_tier();
 
 // CRC32c by AVX-512 carry-less multiplication folding; only when crc_tier() is avx512.
