@@ -48,9 +48,12 @@ std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> cov
   wire::Udp::total_length::set(udp, udp_len);
   wire::Udp::checksum::set(udp, 0);
   std::uint8_t net[wire::Ipv6::length] = {};
-  const std::size_t net_len = write_ip_header(e, udp_len, net);
-  const auto kind = net_len == wire::Ipv4::min_length ? wire::NetworkHeader::ipv4 : wire::NetworkHeader::ipv6;
-  return wire::compute_icrc(kind, {net, net_len}, udp, covered);
+  if (is_ipv4_mapped(e.dst)) {
+    ipv4_of(e).emit_without_checksum(net, udp_len);  // the ICRC masks the checksum
+    return wire::compute_icrc(wire::NetworkHeader::ipv4, {net, wire::Ipv4::min_length}, udp, covered);
+  }
+  ipv6_of(e).emit(net, udp_len);
+  return wire::compute_icrc(wire::NetworkHeader::ipv6, {net, wire::Ipv6::length}, udp, covered);
 }
 
 std::size_t write_ip_header(const Endpoints& e, std::size_t udp_len, std::uint8_t* out) {
