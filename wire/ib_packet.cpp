@@ -4,6 +4,8 @@
 #include <cstring>
 #include <tuple>
 
+#include "wire/icrc.hpp"
+
 namespace wire {
 
 Result<IbPacket> IbPacket::check(std::span<const std::uint8_t> bytes) {
@@ -22,8 +24,7 @@ Result<IbPacket> IbPacket::check(std::span<const std::uint8_t> bytes) {
 }
 
 std::uint32_t IbPacket::icrc() const {
-  const std::uint8_t* p = bytes_.data() + bytes_.size() - kIcrcLength;
-  return std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
+  return load_icrc(bytes_.data() + bytes_.size() - kIcrcLength);
 }
 
 IbRepr IbRepr::parse(const IbPacket& p) {

@@ -25,4 +25,9 @@ inline void store_icrc(std::uint8_t* out, std::uint32_t icrc) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<std::uint8_t>(icrc >> (8 * i));
 }
 
+// The ICRC value whose four bytes (little-endian) start at `in`.
+inline std::uint32_t load_icrc(const std::uint8_t* in) {
+  return std::uint32_t{in[0]} | std::uint32_t{in[1]} << 8 | std::uint32_t{in[2]} << 16 | std::uint32_t{in[3]} << 24;
+}
+
 }  // namespace wire

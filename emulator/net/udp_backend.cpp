@@ -218,9 +218,7 @@ void UdpBackend::number_segments(std::span<core::TxPacket> run, bool as_gso) {
       shift.emplace(size, wire::Ipv4IdentificationShift(wire::kIpv4BytesAfterIdentification + wire::Udp::length +
                                                         size - wire::kIcrcLength));
     std::uint8_t* icrc = p.bytes.data() + size - wire::kIcrcLength;
-    std::uint32_t value = 0;
-    for (int i = 0; i < 4; ++i) value |= std::uint32_t{icrc[i]} << (8 * i);
-    wire::store_icrc(icrc, value ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
+    wire::store_icrc(icrc, wire::load_icrc(icrc) ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
     p.route.ipv4_id = id;
   }
 }

@@ -98,7 +98,8 @@ class UdpBackend {
   // Packets of a GSO datagram get their IPv4 ID and matching ICRC set here (see above).
   std::size_t send(std::span<core::TxPacket> packets);
 
-  // Up to kBurst datagrams that have arrived, as the engine takes them; empty when none has.
+  // The packets of up to kBurst datagrams that have arrived (a coalesced one split into its
+  // packets), as the engine takes them; empty when none has.
   // The bytes live in this backend's slots until the next call. Never blocks.
   std::span<const core::RxPacket> receive();
 

@@ -114,8 +114,7 @@ core::TxPacket roce_packet(const net::UdpBackend& from, const net::UdpBackend& t
 }
 
 std::uint32_t stored_icrc(std::span<const std::uint8_t> bytes) {
-  const std::uint8_t* i = bytes.data() + bytes.size() - wire::kIcrcLength;
-  return std::uint32_t{i[0]} | std::uint32_t{i[1]} << 8 | std::uint32_t{i[2]} << 16 | std::uint32_t{i[3]} << 24;
+  return wire::load_icrc(bytes.data() + bytes.size() - wire::kIcrcLength);
 }
 
 TEST_CASE("equal packets to one address leave as one GSO datagram, numbered, and arrive split", "[udp]") {
