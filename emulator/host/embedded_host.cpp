@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "emulator/host/loopback_address.hpp"
+#include "emulator/host/short_slice.hpp"
 
 namespace softrdma::host {
 namespace {
@@ -155,6 +156,7 @@ void EmbeddedHost::run() {
   // RNR timers start at 10 us (IBTA vol. 1 table 45); the default 50 us timer slack would
   // stretch them.
   prctl(PR_SET_TIMERSLACK, 1000UL);
+  request_short_slice();  // so that a packet's wake-up preempts a spinning application thread
   const int fd = backend_->fd();
   core::Time idle_since = steady_now();
   bool ready = true;

@@ -1,13 +1,17 @@
 // Starting and stopping hosts: the address a host takes with and without configuration, the
-// errors a person meets, the threads a host leaves behind (none), and the CPU an idle host
-// uses.
+// errors a person meets, the threads a host leaves behind (none), the progress thread's
+// scheduler slice, and the CPU an idle host uses.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <fstream>
+
+#include "emulator/host/short_slice.hpp"
 #include "tests/host/host_fixture.hpp"
 
 namespace test {
@@ -40,6 +44,29 @@ std::size_t thread_count() {
     if (e->d_name[0] != '.') ++n;
   closedir(d);
   return n;
+}
+
+// The thread ids of this process's threads named `name`.
+std::vector<int> threads_named(const std::string& name) {
+  std::vector<int> tids;
+  DIR* d = opendir("/proc/self/task");
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string comm;
+    std::getline(std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"), comm);
+    if (comm == name) tids.push_back(std::stoi(e->d_name));
+  }
+  closedir(d);
+  return tids;
+}
+
+// Whether the kernel honours a SCHED_OTHER thread's requested slice (Linux 6.12 and later).
+bool kernel_has_custom_slices() {
+  utsname u{};
+  uname(&u);
+  int major = 0, minor = 0;
+  std::sscanf(u.release, "%d.%d", &major, &minor);
+  return major > 6 || (major == 6 && minor >= 12);
 }
 
 double cpu_seconds() {
@@ -117,6 +144,19 @@ TEST_CASE("a stopped host leaves no thread behind", "[host]") {
     a.host->stop();  // twice is harmless
   }
   CHECK(thread_count() == before);
+}
+
+TEST_CASE("the progress thread asks for the shortest scheduler slice, and only it does", "[host][sched]") {
+  if (!kernel_has_custom_slices()) {
+    WARN("this kernel predates per-thread slices (Linux 6.12): nothing to check");
+    return;
+  }
+  Node a("127.83.23.1");
+  const std::vector<int> progress = threads_named("srdma-progress");
+  REQUIRE(progress.size() == 1);
+  CHECK(host::requested_slice_ns(progress[0]) == host::kProgressSliceNs);
+  // The application's threads keep the kernel's default.
+  CHECK(host::requested_slice_ns(0) > host::kProgressSliceNs);
 }
 
 TEST_CASE("an idle host uses no more than 5% of a core", "[host][cpu]") {
