@@ -165,6 +165,9 @@ class Device {
   void receive(Time now, const RxPacket& packet);
   // The next packet to send, if any: ACKs and responses first, then requests.
   std::optional<TxPacket> transmit(Time now);
+  // Gives a sent packet's buffer back for the next packet to reuse: the per-packet path then
+  // neither allocates nor zero-fills (every byte of a packet is written when it is built).
+  void recycle(TxPacket&& sent);
   // Fires the timers due at `now` (retransmission, RNR wait).
   void advance(Time now);
   std::optional<Time> next_deadline() const;
@@ -201,9 +204,10 @@ class Device {
   void flush(Qp& qp);  // both queues
   void forget_completions(std::uint32_t cq, std::uint32_t qpn);  // drops the QP's entries from the CQ
   void flush_send(Qp& qp);
-  // A new packet buffer for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in
-  // by finish().
-  TxPacket packet_to(const Qp& qp, const AddressVector& av) const;
+  // A packet for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in by finish().
+  // Its buffer may be a recycled one, of any size and content: the builder resizes it and
+  // writes every byte.
+  TxPacket packet_to(const Qp& qp, const AddressVector& av);
   void finish(TxPacket& p) const;
   // How a received packet's ICRC verified: as sent with IPv4 ID 0 (softrdma peers), only
   // with some other ID solved for (rxe, NICs: wire/icrc_ipv4_id.hpp), or not at all.
@@ -222,6 +226,7 @@ class Device {
   std::deque<std::uint32_t> cq_events_;
   std::deque<AsyncEvent> async_events_;
   std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
+  std::vector<std::vector<std::uint8_t>> spare_buffers_;  // recycle()d, for packet_to()
   std::size_t transmit_cursor_ = 0;  // round robin over QPs for requests and READ responses
   DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
   std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force

@@ -20,10 +20,23 @@ wire::Transport transport_of(QpType t) {
   return t == QpType::rc ? wire::Transport::rc : t == QpType::uc ? wire::Transport::uc : wire::Transport::ud;
 }
 
+// Enough for the packets of a few transmit bursts in flight between the engine and the
+// socket; recycled buffers beyond it are freed.
+constexpr std::size_t kMaxSpareBuffers = 256;
+
 }  // namespace
 
-TxPacket Device::packet_to(const Qp& q, const AddressVector& av) const {
+void Device::recycle(TxPacket&& sent) {
+  if (sent.bytes.capacity() == 0 || spare_buffers_.size() >= kMaxSpareBuffers) return;
+  spare_buffers_.push_back(std::move(sent.bytes));
+}
+
+TxPacket Device::packet_to(const Qp& q, const AddressVector& av) {
   TxPacket p;
+  if (!spare_buffers_.empty()) {
+    p.bytes = std::move(spare_buffers_.back());  // keeps its size: resizing to a packet of the same size writes nothing
+    spare_buffers_.pop_back();
+  }
   p.route.src = config_.gids.empty() ? Gid{} : config_.gids[av.sgid_index < config_.gids.size() ? av.sgid_index : 0];
   p.route.dst = av.dgid;
   p.route.src_port = q.udp_src_port;

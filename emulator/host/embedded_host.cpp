@@ -246,7 +246,8 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
     }
     if (tx_queue_.empty()) break;
     const std::size_t n = backend_->send(tx_queue_);
-    if (capture_) capture_->record_tx(std::span(tx_queue_).first(n));
+    if (capture_) capture_->record_tx(std::span(tx_queue_).first(n));  // may take the buffers
+    for (std::size_t i = 0; i < n; ++i) device_.recycle(std::move(tx_queue_[i]));
     tx_queue_.erase(tx_queue_.begin(), tx_queue_.begin() + static_cast<std::ptrdiff_t>(n));
     sent.packets += n;
     if (!tx_queue_.empty()) break;  // the socket's send buffer is full: wait for POLLOUT

@@ -86,6 +86,7 @@ void pump(Side& a, Side& b) {
         rx.dst_gid = p->route.dst;
         rx.src_port = p->route.src_port;
         to->dev->receive(0, rx);
+        from->dev->recycle(std::move(*p));  // as a host does once the socket has the packet
         moved = true;
       }
     }
