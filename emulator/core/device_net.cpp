@@ -107,8 +107,9 @@ std::optional<TxPacket> Device::transmit(Time now) {
   // requests, round robin over QPs so one long message does not hold up the others.
   const std::uint32_t n = qps_.slots();
   for (int pass = 0; pass < 2; ++pass) {
-    for (std::uint32_t k = 0; k < n; ++k) {
-      const std::uint32_t handle = static_cast<std::uint32_t>((transmit_cursor_ + k) % n) + 1;
+    std::uint32_t index = n == 0 ? 0 : static_cast<std::uint32_t>(transmit_cursor_ % n);
+    for (std::uint32_t k = 0; k < n; ++k, index = index + 1 == n ? 0 : index + 1) {
+      const std::uint32_t handle = index + 1;
       std::unique_ptr<Qp>* slot = qps_.find(handle);
       if (!slot) continue;
       Qp& q = **slot;

@@ -353,12 +353,14 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
 }
 
 std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
+  auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  // The device asks every QP in turn for each packet it sends: most have nothing to answer.
+  if (!q.ack_pending && it == q.resources.end()) return std::nullopt;
   wire::IbRepr h;
   h.dest_qp = q.attr.dest_qp_num;
   h.mig_req = true;
   std::uint32_t payload = 0;
   std::uint64_t payload_host = 0;
-  auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
   // Answers go out in PSN order: a READ or atomic response queued for an earlier PSN goes
   // before an ACK or NAK for a later one, which the requester would otherwise take for an
   // implied NAK of the READ or atomic (s9.7.5.2.3).
