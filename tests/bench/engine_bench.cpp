@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "emulator/core/device.hpp"
+#include "tests/core/direct_link.hpp"
 
 namespace core = softrdma::core;
 
@@ -80,12 +81,7 @@ void pump(Side& a, Side& b) {
     moved = false;
     for (auto [from, to] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
       while (auto p = from->dev->transmit(0)) {
-        core::RxPacket rx;
-        rx.bytes = p->bytes;
-        rx.src_gid = p->route.src;
-        rx.dst_gid = p->route.dst;
-        rx.src_port = p->route.src_port;
-        to->dev->receive(0, rx);
+        to->dev->receive(0, test::as_received(*p));
         from->dev->recycle(std::move(*p));  // as a host does once the socket has the packet
         moved = true;
       }

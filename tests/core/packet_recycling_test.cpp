@@ -22,12 +22,7 @@ void pump(Pair& p, Log& log, std::mt19937* recycle) {
     for (auto [from, to] : {std::pair{&p.a, &p.b}, std::pair{&p.b, &p.a}}) {
       while (auto pkt = from->dev->transmit(0)) {
         log.push_back(pkt->bytes);
-        core::RxPacket rx;
-        rx.bytes = pkt->bytes;
-        rx.src_gid = pkt->route.src;
-        rx.dst_gid = pkt->route.dst;
-        rx.src_port = pkt->route.src_port;
-        to->dev->receive(0, rx);
+        to->dev->receive(0, as_received(*pkt));
         if (recycle) {
           std::fill(pkt->bytes.begin(), pkt->bytes.end(), static_cast<std::uint8_t>((*recycle)()));
           pkt->bytes.resize(std::uniform_int_distribution<std::size_t>(0, 5000)(*recycle), 0xA5);

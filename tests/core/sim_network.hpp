@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "emulator/core/device.hpp"
+#include "tests/core/direct_link.hpp"
 
 namespace test {
 
@@ -114,13 +115,8 @@ class SimNetwork {
     while (!in_flight_.empty() && in_flight_.begin()->first.first <= now) {
       Packet p = std::move(in_flight_.begin()->second);
       in_flight_.erase(in_flight_.begin());
-      softrdma::core::RxPacket rx;
-      rx.bytes = p.tx.bytes;
-      rx.src_gid = p.tx.route.src;
-      rx.dst_gid = p.tx.route.dst;
-      rx.src_port = p.tx.route.src_port;
       ++stats[1 - p.to].delivered;
-      nodes_[p.to].dev->receive(now, rx);
+      nodes_[p.to].dev->receive(now, as_received(p.tx));
       moved = true;
     }
     return moved;
