@@ -213,7 +213,8 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
     h.emit_headers(pkt.bytes.data(), payload);
     const std::span<std::uint8_t> body(pkt.bytes.data() + header, payload);
     if (w.wr.flags & send_flags::inline_data) {
-      std::memcpy(body.data(), w.wr.inline_data.data() + offset, payload);
+      // An empty inline message has no bytes to copy, and no buffer to copy them from.
+      if (payload != 0) std::memcpy(body.data(), w.wr.inline_data.data() + offset, payload);
     } else if (!d.gather(w.wr.sg_list, q.init.pd, offset, body)) {
       Completer::fail(d, q, w, WcStatus::loc_prot_err);  // a bad lkey or range (s10.6.3.3)
       continue;
