@@ -22,8 +22,8 @@ inline constexpr std::uint64_t kProgressSliceNs = 100'000;  // the shortest the 
 // sched_getattr/sched_setattr (best effort: the caller carries on either way).
 int request_short_slice();
 
-// The slice thread `tid` (0: the caller) has asked for, in ns; 0 when it asked for none.
-// For tests.
+// The slice the kernel reports for thread `tid` (0: the caller), in ns: the one it asked for,
+// or the kernel's default; 0 on kernels before 6.12, which report none. For tests.
 std::uint64_t requested_slice_ns(int tid);
 
 }  // namespace softrdma::host

@@ -37,27 +37,27 @@ struct PlainSocket {
   int fd;
 };
 
-std::size_t thread_count() {
-  std::size_t n = 0;
+// The thread ids of this process's threads.
+std::vector<int> thread_ids() {
+  std::vector<int> tids;
   DIR* d = opendir("/proc/self/task");
   while (const dirent* e = readdir(d))
-    if (e->d_name[0] != '.') ++n;
+    if (e->d_name[0] != '.') tids.push_back(std::stoi(e->d_name));
   closedir(d);
-  return n;
+  return tids;
 }
+
+std::size_t thread_count() { return thread_ids().size(); }
 
 // The thread ids of this process's threads named `name`.
 std::vector<int> threads_named(const std::string& name) {
-  std::vector<int> tids;
-  DIR* d = opendir("/proc/self/task");
-  while (const dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
+  std::vector<int> named;
+  for (const int tid : thread_ids()) {
     std::string comm;
-    std::getline(std::ifstream(std::string("/proc/self/task/") + e->d_name + "/comm"), comm);
-    if (comm == name) tids.push_back(std::stoi(e->d_name));
+    std::getline(std::ifstream("/proc/self/task/" + std::to_string(tid) + "/comm"), comm);
+    if (comm == name) named.push_back(tid);
   }
-  closedir(d);
-  return tids;
+  return named;
 }
 
 // Whether the kernel honours a SCHED_OTHER thread's requested slice (Linux 6.12 and later).
