@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/host_link.hpp"
 
 namespace softrdma::shim {
 
@@ -92,12 +93,14 @@ ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
   ctx.abi_compat = __VERBS_ABI_IS_EXTENDED;
   c->vctx.sz = sizeof(verbs_context);
   install_ops(c->vctx);
+  track(&ctx);
   return &ctx;
 }
 
 SRDMA_DEFAULT_VERSION(ibv_close_device, "IBVERBS_1.1")
 int srdma_default_ibv_close_device(ibv_context* ctx) {
   if (ctx == nullptr) return EINVAL;
+  untrack(ctx);  // after this no event delivery can be using it
   destroy(&context_of(ctx));
   return 0;
 }

@@ -4,6 +4,10 @@
 // for (pointer, count) pairs.
 #pragma once
 
+#include <cstddef>
+#include <span>
+#include <vector>
+
 #include "emulator/core/verbs_types.hpp"
 #include "verbs-shim/verbs_api.hpp"
 
@@ -17,19 +21,25 @@ int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out);
 void to_core(const ibv_recv_wr& wr, core::RecvWr& out);
 void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out);
 
-// Hands each WR of an ibv_post_recv / ibv_post_srq_recv chain to `post(RecvWr)` (a call into
-// the engine returning 0 or an errno); at the first failure, *bad_wr names that WR.
+// Hands an ibv_post_recv / ibv_post_srq_recv chain to `post(span<const RecvWr>, posted&)` (a
+// call to the device returning 0 or an errno, with how many WRs it accepted); at a failure,
+// *bad_wr names the first WR not posted.
 template <class Post>
 int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post&& post) {
-  thread_local core::RecvWr w;  // reused: its vector keeps its capacity
-  for (ibv_recv_wr* it = wr; it != nullptr; it = it->next) {
-    to_core(*it, w);
-    if (const int err = post(w)) {
-      *bad_wr = it;
-      return err;
-    }
+  thread_local std::vector<core::RecvWr> wrs;  // reused: the WRs' vectors keep their capacity
+  std::size_t n = 0;
+  for (ibv_recv_wr* it = wr; it != nullptr; it = it->next, ++n) {
+    if (n == wrs.size()) wrs.emplace_back();
+    to_core(*it, wrs[n]);
   }
-  return 0;
+  std::size_t posted = 0;
+  const int err = n > 0 ? post(std::span<const core::RecvWr>(wrs.data(), n), posted) : 0;
+  if (err != 0) {
+    ibv_recv_wr* it = wr;
+    for (std::size_t i = 0; i < posted; ++i) it = it->next;
+    *bad_wr = it;
+  }
+  return err;
 }
 
 ibv_wc to_ibv(const core::Wc& wc);

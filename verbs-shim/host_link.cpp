@@ -1,9 +1,16 @@
 #include "verbs-shim/host_link.hpp"
 
+#include <sys/prctl.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
+
+#include "emulator/host/daemon_client.hpp"
+#include "emulator/host/daemon_socket.hpp"
+#include "emulator/host/embedded_link.hpp"
 
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/process_stats.hpp"
@@ -15,6 +22,7 @@ namespace {
 // The engine names objects by handle; events are routed to the ibv_* objects that wrap them.
 struct Routes {
   std::mutex mutex;
+  std::unordered_set<ibv_context*> contexts;
   std::unordered_map<std::uint32_t, ibv_cq*> cqs;
   std::unordered_map<std::uint32_t, ibv_qp*> qps;
   std::unordered_map<std::uint32_t, ibv_srq*> srqs;
@@ -64,12 +72,53 @@ bool to_ibv(Routes& r, const core::AsyncEvent& e, ibv_async_event& out, ibv_cont
 void on_async_event(const core::AsyncEvent& e) {
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
+  if (e.type == core::AsyncEventType::device_fatal) {  // the daemon went away: every context hears
+    ibv_async_event event{};
+    event.event_type = IBV_EVENT_DEVICE_FATAL;
+    event.element.port_num = 1;
+    for (ibv_context* ctx : r.contexts) post_async_event(ctx, event);
+    return;
+  }
   ibv_async_event event{};
   ibv_context* ctx = nullptr;
   if (to_ibv(r, e, event, ctx)) post_async_event(ctx, event);
 }
 
+// The device's identity is that of the address it holds, which the host reports as text.
+bool identify(BoundDevice& bound) {
+  const std::optional<IpAddress> address = parse_address(bound.link->address());
+  if (!address) {
+    bound.error = "the device bound " + bound.link->address() + ", which is not an IP address";
+    return false;
+  }
+  bound.identity = make_identity(*address, find_interface(*address));
+  return true;
+}
+
+// Daemon mode: the engine is softrdmad's. The daemon reaches this process's registered memory
+// with process_vm_readv/writev, which Yama's ptrace_scope=1 allows only to a declared tracer.
+BoundDevice attach_daemon(const std::string& socket) {
+  BoundDevice bound;
+  host::DaemonConnect connected = host::DaemonClient::connect(socket);
+  if (!connected.client) {
+    bound.error = connected.error;
+    return bound;
+  }
+  ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(connected.client->daemon_pid()), 0, 0, 0);  // EINVAL without Yama
+  bound.link = connected.client.release();  // never freed: see host_link.hpp
+  if (!identify(bound)) {
+    bound.link = nullptr;
+    return bound;
+  }
+  bound.link->set_event_handlers(on_cq_event, on_async_event);
+  return bound;
+}
+
 BoundDevice start() {
+  // SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); empty or unset: embedded.
+  if (const char* daemon = std::getenv(host::kDaemonVariable); daemon != nullptr && *daemon != '\0') {
+    return attach_daemon(daemon);
+  }
   BoundDevice bound;
   const AddressChoice choice = choose_address(environment_request());
   if (!choice.ok()) {
@@ -103,15 +152,13 @@ BoundDevice start() {
     bound.error = started.error;
     return bound;
   }
-  // The identity is that of the address the socket holds, which the host reports as text.
-  const std::optional<IpAddress> address = parse_address(started.host->address());
-  if (!address) {
-    bound.error = "the device bound " + started.host->address() + ", which is not an IP address";
+  bound.host = started.host.release();  // never freed: see host_link.hpp
+  bound.link = new host::EmbeddedLink(*bound.host);
+  if (!identify(bound)) {
+    bound.link = nullptr;
     return bound;
   }
-  bound.identity = make_identity(*address, find_interface(*address));
-  bound.host = started.host.release();  // never freed: see host_link.hpp
-  bound.host->set_event_handlers(on_cq_event, on_async_event);
+  bound.link->set_event_handlers(on_cq_event, on_async_event);
   set_exit_snapshot_host(bound.host);
   serve_stats(*bound.host);
   return bound;
@@ -140,10 +187,21 @@ const BoundDevice& bound_device() {
 
 const DeviceIdentity* device_identity() {
   const BoundDevice& b = bound_device();
-  return b.host != nullptr ? &b.identity : nullptr;
+  return b.link != nullptr ? &b.identity : nullptr;
 }
 
-host::EmbeddedHost& host_of() { return *bound_device().host; }
+host::DeviceLink& link() { return *bound_device().link; }
+
+void track(ibv_context* ctx) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  r.contexts.insert(ctx);
+}
+void untrack(ibv_context* ctx) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  r.contexts.erase(ctx);
+}
 
 void track(ibv_cq* cq) { add(&Routes::cqs, cq->handle, cq); }
 void track(ibv_qp* qp) { add(&Routes::qps, qp->qp_num, qp); }

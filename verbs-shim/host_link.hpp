@@ -1,7 +1,10 @@
-// The process's one device: the embedded host (emulator/host/) that runs the transport engine,
-// and how its events reach the application's objects.
+// The process's one device, and how its events reach the application's objects.
 //
-// The host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or
+// Two modes. Embedded (the default): the host (emulator/host/) runs the transport engine in
+// this process. Daemon (SOFTRDMA_DAEMON=SOCKET): softrdmad runs it, and every verb is a request
+// on its socket (host/daemon_client.hpp); the device's address is the daemon's.
+//
+// The embedded host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or
 // SOFTRDMA_NETDEV's address (address.hpp) or, neither set, the first free 127.0.0.N:4791
 // (DESIGN.md §5), so the GIDs and GUIDs the device reports are those of the address it really
 // holds. Every context opened in the process shares it, as contexts opened on one NIC share
@@ -12,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include "emulator/host/device_link.hpp"
 #include "emulator/host/embedded_host.hpp"
 #include "verbs-shim/identity.hpp"
 #include "verbs-shim/verbs_api.hpp"
@@ -19,7 +23,8 @@
 namespace softrdma::shim {
 
 struct BoundDevice {
-  host::EmbeddedHost* host = nullptr;  // null when the device could not start
+  host::DeviceLink* link = nullptr;    // null when the device could not start
+  host::EmbeddedHost* host = nullptr;  // in embedded mode: the host behind `link`
   DeviceIdentity identity;
   std::string error;                   // then: one line saying why
 };
@@ -27,16 +32,18 @@ struct BoundDevice {
 // Started once (thread-safe).
 const BoundDevice& bound_device();
 
-// The host behind every object of a context (bound_device().host; never null once a context
+// The device behind every object of a context (bound_device().link; never null once a context
 // exists, because ibv_open_device needs the device).
-host::EmbeddedHost& host_of();
+host::DeviceLink& link();
 
 // Where the engine's events go: completion-channel notifications to the CQ's channel, async
 // events to the async fd of the object's context. Objects register when created and leave
 // before they are freed, so an event never reaches freed memory.
+void track(ibv_context* ctx);  // for events of the whole device (IBV_EVENT_DEVICE_FATAL)
 void track(ibv_cq* cq);
 void track(ibv_qp* qp);
 void track(ibv_srq* srq);
+void untrack(ibv_context* ctx);
 void untrack(ibv_cq* cq);
 void untrack(ibv_qp* qp);
 void untrack(ibv_srq* srq);

@@ -36,9 +36,7 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t io
     errno = ENOMEM;
     return nullptr;
   }
-  const auto keys = host_of().call([&](core::Device& d, core::Time) {
-    return d.reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
-  });
+  const auto keys = link().reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
   if (!keys) {
     delete mr;
     errno = keys.error();
@@ -74,7 +72,7 @@ ibv_pd* srdma_default_ibv_alloc_pd(ibv_context* context) {
     errno = ENOMEM;
     return nullptr;
   }
-  const auto handle = host_of().call([](core::Device& d, core::Time) { return d.alloc_pd(); });
+  const auto handle = link().alloc_pd();
   if (!handle) {
     delete pd;
     errno = handle.error();
@@ -91,7 +89,7 @@ int srdma_default_ibv_dealloc_pd(ibv_pd* pd) {
   Pd& p = pd_of(pd);
   if (p.parent_of == nullptr) {
     // EBUSY while an MR, MW, AH, SRQ or QP still uses it, as the kernel refuses.
-    const int err = host_of().call([&](core::Device& d, core::Time) { return d.dealloc_pd(pd->handle); });
+    const int err = link().dealloc_pd(pd->handle);
     if (err != 0) return set_errno(err);
   }
   delete &p;
@@ -161,7 +159,7 @@ SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std
     }
     change.access = acc;
   }
-  const int err = host_of().call([&](core::Device& d, core::Time) { return d.rereg_mr(mr->lkey, change); });
+  const int err = link().rereg_mr(mr->lkey, change);
   if (err != 0) {
     errno = err;
     return IBV_REREG_MR_ERR_INPUT;
@@ -177,7 +175,7 @@ SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std
 SRDMA_LATEST_1_1(ibv_dereg_mr)
 int srdma_default_ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return set_errno(EINVAL);
-  const int err = host_of().call([&](core::Device& d, core::Time) { return d.dereg_mr(mr->lkey); });
+  const int err = link().dereg_mr(mr->lkey);
   if (err != 0) return set_errno(err);
   delete mr;
   return 0;
@@ -196,7 +194,7 @@ ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
     errno = ENOMEM;
     return nullptr;
   }
-  const auto rkey = host_of().call([&](core::Device& d, core::Time) { return d.alloc_mw(pd_handle(pd), type); });
+  const auto rkey = link().alloc_mw(pd_handle(pd), type);
   if (!rkey) {
     delete mw;
     errno = rkey.error();
@@ -214,17 +212,16 @@ ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
 int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   const ibv_mw_bind_info& info = bind->bind_info;
   const bool signaled = (bind->send_flags & IBV_SEND_SIGNALED) || qp_of(qp).sq_sig_all;
-  const auto rkey = host_of().call([&](core::Device& d, core::Time) {
-    return d.bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr, info.length,
-                     info.mw_access_flags, signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
-  });
+  const auto rkey = link().bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr,
+                                   info.length, info.mw_access_flags,
+                                   signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
   if (!rkey) return set_errno(rkey.error());
   mw->rkey = *rkey;
   return 0;
 }
 
 int dealloc_mw_op(ibv_mw* mw) {
-  const int err = host_of().call([&](core::Device& d, core::Time) { return d.dealloc_mw(mw->rkey); });
+  const int err = link().dealloc_mw(mw->rkey);
   if (err != 0) return set_errno(err);
   delete mw;
   return 0;

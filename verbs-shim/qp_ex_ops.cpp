@@ -138,12 +138,8 @@ int wr_complete(ibv_qp_ex* qpx) {
   Qp& q = qp_of(qpx);
   int err = q.batch_error;
   if (err == 0) {
-    err = host_of().call([&](core::Device& d, core::Time now) {
-      for (const core::SendWr& w : q.batch) {
-        if (const int e = d.post_send(now, q.ex.qp_base.qp_num, w)) return e;
-      }
-      return 0;
-    });
+    std::size_t posted = 0;
+    err = link().post_send(q.ex.qp_base.qp_num, q.batch, posted);
   }
   wr_start(qpx);
   return err;

@@ -38,7 +38,7 @@ HostStart EmbeddedHost::start(HostConfig config) {
   net::UdpOpenResult opened = config.ip ? net::UdpBackend::open(*config.ip) : bind_first_free_loopback();
   if (!opened.backend) return {nullptr, opened.error};
   opened.backend->set_gso(config.udp_gso);
-  std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.spin));
+  std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.memory, config.spin));
   if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
   if (config.capture_path) {
     net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
@@ -70,9 +70,9 @@ core::DeviceConfig for_socket(core::DeviceConfig config, const net::UdpBackend& 
 }  // namespace
 
 EmbeddedHost::EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device,
-                           std::chrono::nanoseconds spin)
+                           core::Memory* memory, std::chrono::nanoseconds spin)
     : backend_(std::move(backend)),
-      device_(for_socket(std::move(device), *backend_), memory_),
+      device_(for_socket(std::move(device), *backend_), memory != nullptr ? *memory : direct_memory_),
       spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {
   tx_queue_.reserve(net::UdpBackend::kBurst);
 }

@@ -47,6 +47,9 @@ struct HostConfig {
   std::optional<std::string> capture_path;
   // Seeded loss, duplication, reordering, delay and corruption (net/fault_plan.hpp); none: off.
   std::optional<net::FaultPlan> faults;
+  // Where registered memory is: null for this process's (plain pointers); the daemon passes
+  // its ProcessMemory (process_memory.hpp). It must outlive the host.
+  core::Memory* memory = nullptr;
   // Send runs of equal packets as UDP GSO datagrams (net/udp_backend.hpp); off: one datagram
   // per packet, which is what a tcpdump on the interface can decode packet by packet.
   bool udp_gso = true;
@@ -103,7 +106,8 @@ class EmbeddedHost {
   HostStats stats();
 
  private:
-  EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device, std::chrono::nanoseconds spin);
+  EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device, core::Memory* memory,
+               std::chrono::nanoseconds spin);
 
   struct Sent {
     std::size_t packets = 0;
@@ -126,7 +130,7 @@ class EmbeddedHost {
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
   void sleep_until(core::Time now, core::Time until, short events);
 
-  core::DirectMemory memory_;
+  core::DirectMemory direct_memory_;  // unless HostConfig::memory names another
   std::unique_ptr<net::UdpBackend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;

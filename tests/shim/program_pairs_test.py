@@ -12,6 +12,9 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
   netns.NAME    the pair NAME on two "hosts": two network namespaces this test creates,
                 joined by a veth pair (10.77.0.1/24 and 10.77.0.2/24, MTU 1500, so the
                 device's active MTU is 1024); the programs run with `softrdma run --ip`.
+  daemon.NAME   a loop pair on one softrdmad (both programs with `softrdma run --daemon`, so
+                they share its device and address); softrdmad must then exit 0 on SIGTERM.
+                The daemon is $SOFTRDMAD (CMake sets it).
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
                 pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
@@ -178,6 +181,7 @@ def test_names():
     names = []
     for mode in ("loop", "netns"):
         names += [f"{mode}.{p.name}" for p in PAIRS if mode in p.modes]
+    names += [f"daemon.{p.name}" for p in PAIRS if "loop" in p.modes]
     names += [f"capture.{name}" for name in CAPTURES]
     return names
 
@@ -187,7 +191,7 @@ def find_pair(name):
     if mode == "capture":
         return mode, CAPTURES.get(rest)
     for p in PAIRS:
-        if p.name == rest and mode in p.modes:
+        if p.name == rest and ("loop" if mode == "daemon" else mode) in p.modes:
             return mode, p
     return mode, None
 
@@ -460,6 +464,34 @@ def check_loop(pair, softrdma):
     return finish()
 
 
+def check_daemon(pair, softrdma):
+    """PAIR on loopback with both programs on one softrdmad, which must then shut down
+    cleanly on SIGTERM."""
+    need_program(pair.program)
+    softrdmad = os.environ.get("SOFTRDMAD", "")
+    if not os.path.exists(softrdmad):
+        skip(f"softrdmad is not at '{softrdmad}' (set SOFTRDMAD)")
+    with tempfile.TemporaryDirectory(prefix="softrdma-daemon-") as work:
+        sock = os.path.join(work, "softrdmad.sock")
+        daemon = Side("daemon", [softrdmad, "--socket", sock], work, "daemon")
+        deadline = time.monotonic() + LISTEN_TIMEOUT
+        while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not check(os.path.exists(sock), f"softrdmad listens on {sock}"):
+            daemon.kill()
+            print(daemon.report())
+            return finish()
+        sides = run_pair(pair, "loop", work, softrdma, "daemon", server_opts=[f"--daemon={sock}"],
+                         client_opts=[f"--daemon={sock}"])
+        judged = sides is not None and judge_pair(pair, "loop", *sides)
+        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.wait(time.monotonic() + 10)
+        stopped = check(not daemon.timed_out and daemon.proc.returncode == 0, "softrdmad exits 0 on SIGTERM")
+        if not judged or not stopped:
+            print(daemon.report(), flush=True)
+    return finish()
+
+
 # ---------------------------------------------------------------------------------------------
 # Two hosts: network namespaces joined by a veth pair.
 #
@@ -646,10 +678,12 @@ def main(argv):
         print(f"unknown test {name}; --list shows them", file=sys.stderr)
         return 2
     if host_netns is None:
-        print(f"pair {name}: {' '.join(pair.argv(mode if mode == 'loop' else 'netns', 'PORT'))}", flush=True)
+        print(f"pair {name}: {' '.join(pair.argv(mode if mode in ('loop', 'daemon') else 'netns', 'PORT'))}", flush=True)
     try:
         if mode == "loop":
             return check_loop(pair, softrdma)
+        if mode == "daemon":
+            return check_daemon(pair, softrdma)
         need_program(pair.program)
         tshark_validate = rest[0] if rest else None
         if mode == "capture":

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "emulator/host/daemon_socket.hpp"
 #include "verbs-shim/address.hpp"
 #include "verbs-shim/shim_marker.hpp"
 
@@ -20,6 +21,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...]\n"
+    "       softrdma run --daemon[=SOCKET] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs (ibv_devinfo, ibv_rc_pingpong,\n"
     "ib_write_bw, qperf, python3 with pyverbs, ...), on softrdma's software RDMA device srdma0.\n"
@@ -52,6 +54,10 @@ constexpr const char* kUsage =
     "                   that tcpdump on the interface sees one RoCE packet per frame. By default\n"
     "                   a message's packets leave as one UDP GSO datagram, which the kernel cuts\n"
     "                   into packets only where a device needs it (never on lo or a veth).\n"
+    "  --daemon[=SOCKET]  use the device of the softrdmad listening on SOCKET (sets\n"
+    "                   SOFTRDMA_DAEMON; default: softrdmad.sock in the runtime directory) instead\n"
+    "                   of running one in PROGRAM: processes on one daemon share its device and\n"
+    "                   address. The address, capture, faults and GSO are the daemon's options.\n"
     "  --help           this text\n"
     "\n"
     "Environment (the options replace both address variables):\n"
@@ -63,6 +69,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_FAULTS   as --faults (empty: none)\n"
     "  SOFTRDMA_STATS_FILE  as --stats (empty: none)\n"
     "  SOFTRDMA_UDP_GSO  0 as --no-gso; 1 or unset: GSO\n"
+    "  SOFTRDMA_DAEMON   as --daemon=SOCKET (empty: the device runs in PROGRAM)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
@@ -230,6 +237,7 @@ int run_main(int argc, char** argv) {
   const char* faults = nullptr;
   const char* stats = nullptr;
   bool no_gso = false;
+  std::optional<std::string> daemon;
   int i = 1;
   for (; i < argc; ++i) {
     std::string_view a = argv[i];
@@ -255,6 +263,9 @@ int run_main(int argc, char** argv) {
       if (stats == nullptr || *stats == '\0') return fail(2, "--stats needs a file name (e.g. --stats counters.json)");
     } else if (a == "--no-gso") {
       no_gso = true;
+    } else if (a == "--daemon" || a.starts_with("--daemon=")) {
+      daemon = a == "--daemon" ? host::default_daemon_socket() : std::string(a.substr(std::strlen("--daemon=")));
+      if (daemon->empty()) return fail(2, "--daemon= needs a socket path (or use --daemon alone for the default)");
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {
@@ -264,6 +275,10 @@ int run_main(int argc, char** argv) {
   if (i >= argc) {
     return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...])");
   }
+  if (daemon && (flags.ip || flags.netdev || capture != nullptr || faults != nullptr || no_gso || stats != nullptr)) {
+    return fail(2, "--daemon takes no device options: the address, capture, faults, GSO and stats are softrdmad's");
+  }
+  if (daemon) export_setting(host::kDaemonVariable, daemon->c_str());
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
   if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
   if (faults != nullptr) export_setting("SOFTRDMA_FAULTS", faults);

@@ -1,0 +1,345 @@
+#include "emulator/host/daemon_client.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emulator/host/daemon_socket.hpp"
+
+namespace softrdma::host {
+
+using daemon::Op;
+using daemon::Reader;
+using daemon::Writer;
+
+namespace {
+
+std::string hello_error(int err, const std::string& path) {
+  switch (err) {
+    case EPROTONOSUPPORT:
+      return "softrdmad at " + path + " is from another build of softrdma (protocol or layout differ)";
+    case EUSERS:
+      return "softrdmad at " + path + " serves as many clients as it can";
+    default:
+      return "softrdmad at " + path + " refused the connection: " + std::strerror(err);
+  }
+}
+
+}  // namespace
+
+DaemonConnect DaemonClient::connect(const std::string& path) {
+  const int fd = connect_daemon_socket(path);
+  if (fd < 0) return {nullptr, "cannot reach softrdmad at " + path + ": " + std::strerror(errno)};
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+    const std::string error = std::string("socketpair: ") + std::strerror(errno);
+    ::close(fd);
+    return {nullptr, error};
+  }
+  const bool sent = send_daemon_hello(fd, pair[1]);
+  ::close(pair[1]);  // the daemon holds its own copy now
+  std::vector<std::uint8_t> reply(daemon::kMaxMessage);
+  const ssize_t n = sent ? ::recv(fd, reply.data(), reply.size(), 0) : -1;
+  Reader in(std::span<const std::uint8_t>(reply.data(), n > 0 ? static_cast<std::size_t>(n) : 0));
+  const auto err = in.get<std::int32_t>();
+  if (!in.ok() || err != 0) {
+    ::close(fd);
+    ::close(pair[0]);
+    if (!in.ok()) return {nullptr, "softrdmad at " + path + " closed the connection during the greeting"};
+    return {nullptr, hello_error(err, path)};
+  }
+  const auto rest = in.rest();
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+  std::unique_ptr<DaemonClient> client(new DaemonClient(fd, pair[0], cred.pid, std::string(rest.begin(), rest.end())));
+  client->events_thread_ = std::thread([c = client.get()] { c->read_events(); });
+  return {std::move(client), {}};
+}
+
+DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address)
+    : fd_(fd), events_fd_(events_fd), daemon_pid_(daemon_pid), address_(std::move(address)),
+      reply_(daemon::kMaxMessage) {}
+
+DaemonClient::~DaemonClient() {
+  closing_.store(true);
+  ::shutdown(events_fd_, SHUT_RDWR);
+  if (events_thread_.joinable()) events_thread_.join();
+  ::close(events_fd_);
+  ::close(fd_);
+}
+
+void DaemonClient::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
+  std::lock_guard lock(handlers_mutex_);
+  on_cq_ = std::move(on_cq);
+  on_async_ = std::move(on_async);
+}
+
+void DaemonClient::read_events() {
+  for (;;) {
+    daemon::Event e;
+    const ssize_t n = ::recv(events_fd_, &e, sizeof e, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != static_cast<ssize_t>(sizeof e)) break;
+    std::lock_guard lock(handlers_mutex_);
+    if (e.kind == daemon::EventKind::cq && on_cq_) on_cq_(e.a);
+    if (e.kind == daemon::EventKind::async && on_async_) {
+      const core::AsyncEvent event{static_cast<core::AsyncEventType>(e.a), e.b};
+      // The daemon is shutting down: until it closes the connection, requests still work, so
+      // that the application can poll its flushed completions.
+      if (event.type == core::AsyncEventType::device_fatal && fatal_raised_.exchange(true)) continue;
+      on_async_(event);
+    }
+  }
+  if (!closing_.load()) lost_daemon();
+}
+
+void DaemonClient::lost_daemon() {
+  gone_.store(true);
+  if (fatal_raised_.exchange(true)) return;
+  std::lock_guard lock(handlers_mutex_);
+  if (on_async_) on_async_(core::AsyncEvent{core::AsyncEventType::device_fatal, 1});
+}
+
+template <class Encode, class Decode>
+int DaemonClient::transact(Op op, Encode&& encode, Decode&& decode) {
+  std::lock_guard lock(mutex_);
+  if (gone_.load()) return EIO;
+  Writer out(request_);
+  out.put(op);
+  encode(out);
+  ssize_t n = ::send(fd_, request_.data(), request_.size(), MSG_NOSIGNAL);
+  if (n == static_cast<ssize_t>(request_.size())) {
+    do {
+      n = ::recv(fd_, reply_.data(), reply_.size(), 0);
+    } while (n < 0 && errno == EINTR);
+  }
+  if (n <= 0) {
+    gone_.store(true);
+    return EIO;
+  }
+  Reader in(std::span<const std::uint8_t>(reply_.data(), static_cast<std::size_t>(n)));
+  const int err = in.get<std::int32_t>();
+  decode(in, err);
+  return in.done() ? err : EIO;
+}
+
+template <class T>
+core::Expected<T> DaemonClient::create(Op op, auto&& encode) {
+  T value{};
+  const int err = transact(op, encode, [&](Reader& in, int e) {
+    if (e == 0) value = in.get<T>();
+  });
+  if (err != 0) return core::Expected<T>::error(err);
+  return value;
+}
+
+// A request of plain arguments whose reply is an errno alone.
+int DaemonClient::simple(Op op, auto&&... args) {
+  return transact(
+      op, [&](Writer& out) { (out.put(args), ...); }, [](Reader&, int) {});
+}
+
+core::Expected<std::uint32_t> DaemonClient::alloc_pd() {
+  return create<std::uint32_t>(Op::alloc_pd, [](Writer&) {});
+}
+
+int DaemonClient::dealloc_pd(std::uint32_t pd) { return simple(Op::dealloc_pd, pd); }
+
+core::Expected<core::MrKeys> DaemonClient::reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length,
+                                                  std::uint64_t iova, std::uint32_t access) {
+  return create<core::MrKeys>(Op::reg_mr, [&](Writer& out) {
+    out.put(pd);
+    out.put(host);
+    out.put(length);
+    out.put(iova);
+    out.put(access);
+  });
+}
+
+int DaemonClient::rereg_mr(std::uint32_t lkey, const core::MrChange& change) {
+  const std::uint8_t flags = (change.pd ? daemon::kChangePd : 0) | (change.translation ? daemon::kChangeTranslation : 0) |
+                             (change.access ? daemon::kChangeAccess : 0);
+  return simple(Op::rereg_mr, lkey, flags, change.pd.value_or(0), change.translation.value_or(core::MrTranslation{}),
+                change.access.value_or(0));
+}
+
+int DaemonClient::dereg_mr(std::uint32_t lkey) { return simple(Op::dereg_mr, lkey); }
+
+core::Expected<std::uint32_t> DaemonClient::alloc_mw(std::uint32_t pd, int type) {
+  return create<std::uint32_t>(Op::alloc_mw, [&](Writer& out) {
+    out.put(pd);
+    out.put(static_cast<std::int32_t>(type));
+  });
+}
+
+int DaemonClient::dealloc_mw(std::uint32_t rkey) { return simple(Op::dealloc_mw, rkey); }
+
+core::Expected<std::uint32_t> DaemonClient::bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
+                                                    std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                                                    std::optional<std::uint64_t> signal_wr_id) {
+  return create<std::uint32_t>(Op::bind_mw, [&](Writer& out) {
+    out.put(qpn);
+    out.put(mw_rkey);
+    out.put(mr_lkey);
+    out.put(addr);
+    out.put(length);
+    out.put(access);
+    out.put(static_cast<std::uint8_t>(signal_wr_id.has_value()));
+    out.put(signal_wr_id.value_or(0));
+  });
+}
+
+core::Expected<std::uint32_t> DaemonClient::create_cq(std::uint32_t cqe) {
+  return create<std::uint32_t>(Op::create_cq, [&](Writer& out) { out.put(cqe); });
+}
+
+int DaemonClient::destroy_cq(std::uint32_t cq) { return simple(Op::destroy_cq, cq); }
+int DaemonClient::resize_cq(std::uint32_t cq, std::uint32_t cqe) { return simple(Op::resize_cq, cq, cqe); }
+
+int DaemonClient::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
+  const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(out.size(), daemon::kMaxPolled));
+  thread_local std::vector<core::Wc> got;
+  const int err = transact(
+      Op::poll_cq,
+      [&](Writer& w) {
+        w.put(cq);
+        w.put(want);
+      },
+      [&](Reader& in, int e) {
+        if (e == 0) in.get_vector(got, want);
+      });
+  if (err != 0) return -err;
+  std::copy(got.begin(), got.end(), out.begin());
+  return static_cast<int>(got.size());
+}
+
+int DaemonClient::req_notify_cq(std::uint32_t cq, bool solicited_only) {
+  return simple(Op::req_notify_cq, cq, static_cast<std::uint8_t>(solicited_only));
+}
+
+core::Expected<std::uint32_t> DaemonClient::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                                       std::uint32_t limit) {
+  return create<std::uint32_t>(Op::create_srq, [&](Writer& out) {
+    out.put(pd);
+    out.put(max_wr);
+    out.put(max_sge);
+    out.put(limit);
+  });
+}
+
+int DaemonClient::modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr,
+                             bool set_limit) {
+  return simple(Op::modify_srq, srq, max_wr, limit, static_cast<std::uint8_t>(set_max_wr),
+                static_cast<std::uint8_t>(set_limit));
+}
+
+int DaemonClient::query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) {
+  return transact(
+      Op::query_srq, [&](Writer& out) { out.put(srq); },
+      [&](Reader& in, int e) {
+        if (e != 0) return;
+        max_wr = in.get<std::uint32_t>();
+        max_sge = in.get<std::uint32_t>();
+        limit = in.get<std::uint32_t>();
+      });
+}
+
+int DaemonClient::destroy_srq(std::uint32_t srq) { return simple(Op::destroy_srq, srq); }
+
+core::Expected<std::uint32_t> DaemonClient::create_ah(std::uint32_t pd, const core::AddressVector& av) {
+  return create<std::uint32_t>(Op::create_ah, [&](Writer& out) {
+    out.put(pd);
+    out.put(av);
+  });
+}
+
+int DaemonClient::destroy_ah(std::uint32_t ah) { return simple(Op::destroy_ah, ah); }
+
+core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& attr) {
+  return create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
+}
+
+int DaemonClient::modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) {
+  return simple(Op::modify_qp, qpn, attr, mask);
+}
+
+int DaemonClient::query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) {
+  return transact(
+      Op::query_qp, [&](Writer& out) { out.put(qpn); },
+      [&](Reader& in, int e) {
+        if (e != 0) return;
+        attr = in.get<core::QpAttr>();
+        init = in.get<core::QpInitAttr>();
+      });
+}
+
+int DaemonClient::destroy_qp(std::uint32_t qpn) { return simple(Op::destroy_qp, qpn); }
+
+namespace {
+
+// Room left in a request for one more WR: a generous bound on a WR's fixed fields.
+constexpr std::size_t kWrFixedBytes = 160;
+
+template <class Wr>
+std::size_t encoded_bound(const Wr& wr) {
+  std::size_t n = kWrFixedBytes + wr.sg_list.size() * sizeof(core::Sge);
+  if constexpr (requires { wr.inline_data; }) n += wr.inline_data.size();
+  return n;
+}
+
+// Puts a count and then the first WRs of `wrs` that fit in one message; returns how many.
+template <class Wr>
+std::size_t put_batch(Writer& out, std::span<const Wr> wrs) {
+  const std::size_t count_at = out.size();
+  out.put(std::uint32_t{0});
+  std::size_t n = 0;
+  while (n < wrs.size() && n < daemon::kMaxWrs &&
+         (n == 0 || out.size() + encoded_bound(wrs[n]) <= daemon::kMaxMessage)) {
+    if constexpr (std::is_same_v<Wr, core::SendWr>) {
+      out.put_send_wr(wrs[n]);
+    } else {
+      out.put_recv_wr(wrs[n]);
+    }
+    ++n;
+  }
+  out.put_at(count_at, static_cast<std::uint32_t>(n));
+  return n;
+}
+
+}  // namespace
+
+template <class Wr>
+int DaemonClient::post_batches(Op op, std::uint32_t queue, std::span<const Wr> wrs, std::size_t& posted) {
+  posted = 0;
+  while (posted < wrs.size()) {
+    std::size_t sent = 0;
+    std::uint32_t accepted = 0;
+    const int err = transact(
+        op,
+        [&](Writer& out) {
+          out.put(queue);
+          sent = put_batch(out, wrs.subspan(posted));
+        },
+        [&](Reader& in, int) { accepted = in.get<std::uint32_t>(); });
+    posted += std::min<std::size_t>(accepted, sent);
+    if (err != 0) return err;
+  }
+  return 0;
+}
+
+int DaemonClient::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) {
+  return post_batches(Op::post_send, qpn, wrs, posted);
+}
+
+int DaemonClient::post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) {
+  return post_batches(Op::post_recv, qpn, wrs, posted);
+}
+
+int DaemonClient::post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) {
+  return post_batches(Op::post_srq_recv, srq, wrs, posted);
+}
+
+}  // namespace softrdma::host

@@ -1,0 +1,109 @@
+// The verbs shim's side of softrdmad (daemon mode, SOFTRDMA_DAEMON): every verb is a request on
+// the daemon's control socket (daemon_protocol.hpp), and events arrive on a second socket that
+// a thread of this client reads.
+//
+// Requests from all threads share one connection, one at a time, as the kernel's uverbs file
+// serialises commands per context. When the daemon goes away, every verb fails with EIO and
+// the async event handler gets device_fatal once: the application sees an error, never a hang.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "emulator/host/daemon_protocol.hpp"
+#include "emulator/host/device_link.hpp"
+
+namespace softrdma::host {
+
+class DaemonClient;
+
+struct DaemonConnect {
+  std::unique_ptr<DaemonClient> client;  // null on failure
+  std::string error;                     // on failure: one line for a person
+};
+
+class DaemonClient final : public DeviceLink {
+ public:
+  static DaemonConnect connect(const std::string& socket_path);
+
+  DaemonClient(const DaemonClient&) = delete;
+  DaemonClient& operator=(const DaemonClient&) = delete;
+  ~DaemonClient() override;
+
+  // The daemon's pid (SO_PEERCRED), for PR_SET_PTRACER.
+  pid_t daemon_pid() const { return daemon_pid_; }
+
+  const std::string& address() const override { return address_; }
+
+  core::Expected<std::uint32_t> alloc_pd() override;
+  int dealloc_pd(std::uint32_t pd) override;
+  core::Expected<core::MrKeys> reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
+                                      std::uint32_t access) override;
+  int rereg_mr(std::uint32_t lkey, const core::MrChange& change) override;
+  int dereg_mr(std::uint32_t lkey) override;
+  core::Expected<std::uint32_t> alloc_mw(std::uint32_t pd, int type) override;
+  int dealloc_mw(std::uint32_t rkey) override;
+  core::Expected<std::uint32_t> bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
+                                        std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                                        std::optional<std::uint64_t> signal_wr_id) override;
+  core::Expected<std::uint32_t> create_cq(std::uint32_t cqe) override;
+  int destroy_cq(std::uint32_t cq) override;
+  int resize_cq(std::uint32_t cq, std::uint32_t cqe) override;
+  int poll_cq(std::uint32_t cq, std::span<core::Wc> out) override;
+  int req_notify_cq(std::uint32_t cq, bool solicited_only) override;
+  core::Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                           std::uint32_t limit) override;
+  int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr,
+                 bool set_limit) override;
+  int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) override;
+  int destroy_srq(std::uint32_t srq) override;
+  core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) override;
+  int destroy_ah(std::uint32_t ah) override;
+  core::Expected<core::QpCreated> create_qp(const core::QpInitAttr& attr) override;
+  int modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) override;
+  int query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) override;
+  int destroy_qp(std::uint32_t qpn) override;
+  int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) override;
+  int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
+  int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
+  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override;
+
+ private:
+  DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address);
+
+  // Sends the request `encode(Writer&)` writes after `op`, reads the reply and hands the
+  // results (after the errno) to `decode(Reader&, int err)`; returns the reply's errno, or EIO
+  // when the daemon is gone or answers nonsense.
+  template <class Encode, class Decode>
+  int transact(daemon::Op op, Encode&& encode, Decode&& decode);
+  template <class T>
+  core::Expected<T> create(daemon::Op op, auto&& encode);
+  int simple(daemon::Op op, auto&&... args);
+  // WRs in as many requests as they need (kMaxMessage); stops at the first failure.
+  template <class Wr>
+  int post_batches(daemon::Op op, std::uint32_t queue, std::span<const Wr> wrs, std::size_t& posted);
+
+  void read_events();     // the event thread
+  void lost_daemon();     // device_fatal, once
+
+  int fd_ = -1;
+  int events_fd_ = -1;  // our end of the event socket pair
+  pid_t daemon_pid_ = 0;
+  std::string address_;
+  std::mutex mutex_;  // one request at a time; guards request_, reply_
+  std::vector<std::uint8_t> request_;
+  std::vector<std::uint8_t> reply_;
+  std::atomic<bool> gone_{false};
+  std::atomic<bool> fatal_raised_{false};
+  std::atomic<bool> closing_{false};
+  std::mutex handlers_mutex_;
+  CqEventHandler on_cq_;
+  AsyncEventHandler on_async_;
+  std::thread events_thread_;
+};
+
+}  // namespace softrdma::host

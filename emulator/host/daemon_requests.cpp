@@ -1,0 +1,382 @@
+// DaemonServer::handle: one client request, checked for ownership and run on the engine.
+//
+// Each handle a request names must be the client's (DaemonServer::Client's sets), else EINVAL
+// without touching the engine: the kernel's uverbs answers a handle of another process the
+// same way. Objects join the client's sets when created and leave when destroyed.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "emulator/host/daemon_protocol.hpp"
+#include "emulator/host/daemon_server.hpp"
+
+namespace softrdma::host {
+
+using daemon::Op;
+
+namespace {
+
+// The key index of an MR or MW (Device keeps both in one table, key = index << 8 | key byte).
+std::uint32_t index_of(std::uint32_t key) { return key >> 8; }
+
+// Why an MR cannot be registered, for the daemon's log: the client only learns EACCES.
+void log_unreachable(pid_t pid, std::uint64_t addr, int err) {
+  std::fprintf(stderr,
+               "softrdmad: pid %d: cannot reach its memory at 0x%llx with process_vm_readv (%s); a client that "
+               "is not dumpable or restricts ptrace (Yama) must allow the daemon (PR_SET_PTRACER)\n",
+               static_cast<int>(pid), static_cast<unsigned long long>(addr), std::strerror(err));
+}
+
+}  // namespace
+
+bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, std::vector<std::uint8_t>& reply) {
+  daemon::Reader in(request);
+  daemon::Writer out(reply);
+  const Op op = in.get<Op>();
+
+  // Whether the client owns `key` in the set `member` (under mutex_, as events read the sets).
+  auto owns = [&](auto Client::*member, std::uint32_t key) {
+    std::lock_guard lock(mutex_);
+    const auto& set = c.*member;
+    return set.find(key) != set.end();
+  };
+  auto adopt = [&](std::unordered_set<std::uint32_t> Client::*member, std::uint32_t key) {
+    std::lock_guard lock(mutex_);
+    (c.*member).insert(key);
+  };
+  auto adopt_key = [&](std::unordered_map<std::uint32_t, std::uint32_t> Client::*member, std::uint32_t key) {
+    std::lock_guard lock(mutex_);
+    (c.*member)[index_of(key)] = key;
+  };
+  auto forget = [&](auto Client::*member, std::uint32_t key) {
+    std::lock_guard lock(mutex_);
+    (c.*member).erase(key);
+  };
+  // A memory range the daemon can reach in the client: its tagged address, or none (EINVAL for
+  // an address beyond 48 bits, EACCES when process_vm_readv is refused, e.g. a non-dumpable
+  // client under Yama; the daemon says which in its log).
+  auto reachable = [&](std::uint64_t addr, std::uint64_t length, int& err) -> std::optional<std::uint64_t> {
+    const auto tagged = ProcessMemory::tag(c.slot, addr);
+    if (!tagged) {
+      err = EINVAL;
+      return std::nullopt;
+    }
+    if (length == 0) return tagged;
+    std::uint8_t probe = 0;
+    int read_errno = 0;
+    const bool ok = host_.call([&](core::Device&, core::Time) {
+      const bool read = memory_.read(*tagged, {&probe, 1});
+      read_errno = errno;
+      return read;
+    });
+    if (!ok) {
+      log_unreachable(c.pid, addr, read_errno);
+      err = EACCES;
+      return std::nullopt;
+    }
+    return tagged;
+  };
+  // Writes the reply of a verb that creates an object: errno, then the value on success.
+  auto created = [&](const auto& result, auto on_success) {
+    out.put(static_cast<std::int32_t>(result.error()));
+    if (result) {
+      on_success(*result);
+      out.put(*result);
+    }
+  };
+  auto status = [&](int err) { out.put(static_cast<std::int32_t>(err)); };
+
+  switch (op) {
+    case Op::alloc_pd: {
+      if (!in.done()) return false;
+      created(link_.alloc_pd(), [&](std::uint32_t pd) { adopt(&Client::pds, pd); });
+      return true;
+    }
+    case Op::dealloc_pd: {
+      const auto pd = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::pds, pd) ? link_.dealloc_pd(pd) : EINVAL;
+      if (err == 0) forget(&Client::pds, pd);
+      status(err);
+      return true;
+    }
+    case Op::reg_mr: {
+      const auto pd = in.get<std::uint32_t>();
+      const auto addr = in.get<std::uint64_t>();
+      const auto length = in.get<std::uint64_t>();
+      const auto iova = in.get<std::uint64_t>();
+      const auto access = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      int err = owns(&Client::pds, pd) ? 0 : EINVAL;
+      const auto tagged = err == 0 ? reachable(addr, length, err) : std::nullopt;
+      if (!tagged) {
+        status(err);
+        return true;
+      }
+      created(link_.reg_mr(pd, *tagged, length, iova, access),
+              [&](const core::MrKeys& keys) { adopt_key(&Client::mrs, keys.lkey); });
+      return true;
+    }
+    case Op::rereg_mr: {
+      const auto lkey = in.get<std::uint32_t>();
+      const auto flags = in.get<std::uint8_t>();
+      const auto pd = in.get<std::uint32_t>();
+      auto translation = in.get<core::MrTranslation>();
+      const auto access = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      core::MrChange change;
+      int err = owns(&Client::mrs, index_of(lkey)) ? 0 : EINVAL;
+      if (flags & daemon::kChangePd) {
+        change.pd = pd;
+        if (!owns(&Client::pds, pd)) err = EINVAL;
+      }
+      if ((flags & daemon::kChangeTranslation) && err == 0) {
+        const auto tagged = reachable(translation.host, translation.length, err);
+        translation.host = tagged.value_or(0);
+        change.translation = translation;
+      }
+      if (flags & daemon::kChangeAccess) change.access = access;
+      status(err == 0 ? link_.rereg_mr(lkey, change) : err);
+      return true;
+    }
+    case Op::dereg_mr: {
+      const auto lkey = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::mrs, index_of(lkey)) ? link_.dereg_mr(lkey) : EINVAL;
+      if (err == 0) forget(&Client::mrs, index_of(lkey));
+      status(err);
+      return true;
+    }
+    case Op::alloc_mw: {
+      const auto pd = in.get<std::uint32_t>();
+      const auto type = in.get<std::int32_t>();
+      if (!in.done()) return false;
+      if (!owns(&Client::pds, pd)) {
+        status(EINVAL);
+        return true;
+      }
+      created(link_.alloc_mw(pd, type), [&](std::uint32_t rkey) { adopt_key(&Client::mws, rkey); });
+      return true;
+    }
+    case Op::dealloc_mw: {
+      const auto rkey = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::mws, index_of(rkey)) ? link_.dealloc_mw(rkey) : EINVAL;
+      if (err == 0) forget(&Client::mws, index_of(rkey));
+      status(err);
+      return true;
+    }
+    case Op::bind_mw: {
+      const auto qpn = in.get<std::uint32_t>();
+      const auto mw_rkey = in.get<std::uint32_t>();
+      const auto mr_lkey = in.get<std::uint32_t>();
+      const auto addr = in.get<std::uint64_t>();
+      const auto length = in.get<std::uint64_t>();
+      const auto access = in.get<std::uint32_t>();
+      const auto signaled = in.get<std::uint8_t>();
+      const auto wr_id = in.get<std::uint64_t>();
+      if (!in.done()) return false;
+      if (!owns(&Client::qps, qpn) || !owns(&Client::mws, index_of(mw_rkey)) ||
+          (mr_lkey != 0 && !owns(&Client::mrs, index_of(mr_lkey)))) {
+        status(EINVAL);
+        return true;
+      }
+      created(link_.bind_mw(qpn, mw_rkey, mr_lkey, addr, length, access,
+                            signaled != 0 ? std::optional<std::uint64_t>(wr_id) : std::nullopt),
+              [](std::uint32_t) {});
+      return true;
+    }
+    case Op::create_cq: {
+      const auto cqe = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      created(link_.create_cq(cqe), [&](std::uint32_t cq) { adopt(&Client::cqs, cq); });
+      return true;
+    }
+    case Op::destroy_cq: {
+      const auto cq = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::cqs, cq) ? link_.destroy_cq(cq) : EINVAL;
+      if (err == 0) forget(&Client::cqs, cq);
+      status(err);
+      return true;
+    }
+    case Op::resize_cq: {
+      const auto cq = in.get<std::uint32_t>();
+      const auto cqe = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      status(owns(&Client::cqs, cq) ? link_.resize_cq(cq, cqe) : EINVAL);
+      return true;
+    }
+    case Op::poll_cq: {
+      const auto cq = in.get<std::uint32_t>();
+      const auto max = in.get<std::uint32_t>();
+      if (!in.done() || max > daemon::kMaxPolled) return false;
+      thread_local std::vector<core::Wc> wcs;
+      wcs.resize(max);
+      const int n = owns(&Client::cqs, cq) ? link_.poll_cq(cq, wcs) : -EINVAL;
+      status(n < 0 ? -n : 0);
+      if (n >= 0) out.put_vector(std::span<const core::Wc>(wcs.data(), static_cast<std::size_t>(n)));
+      return true;
+    }
+    case Op::req_notify_cq: {
+      const auto cq = in.get<std::uint32_t>();
+      const auto solicited_only = in.get<std::uint8_t>();
+      if (!in.done()) return false;
+      status(owns(&Client::cqs, cq) ? link_.req_notify_cq(cq, solicited_only != 0) : EINVAL);
+      return true;
+    }
+    case Op::create_srq: {
+      const auto pd = in.get<std::uint32_t>();
+      const auto max_wr = in.get<std::uint32_t>();
+      const auto max_sge = in.get<std::uint32_t>();
+      const auto limit = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      if (!owns(&Client::pds, pd)) {
+        status(EINVAL);
+        return true;
+      }
+      created(link_.create_srq(pd, max_wr, max_sge, limit), [&](std::uint32_t srq) { adopt(&Client::srqs, srq); });
+      return true;
+    }
+    case Op::modify_srq: {
+      const auto srq = in.get<std::uint32_t>();
+      const auto max_wr = in.get<std::uint32_t>();
+      const auto limit = in.get<std::uint32_t>();
+      const auto set_max_wr = in.get<std::uint8_t>();
+      const auto set_limit = in.get<std::uint8_t>();
+      if (!in.done()) return false;
+      status(owns(&Client::srqs, srq) ? link_.modify_srq(srq, max_wr, limit, set_max_wr != 0, set_limit != 0) : EINVAL);
+      return true;
+    }
+    case Op::query_srq: {
+      const auto srq = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      std::uint32_t max_wr = 0, max_sge = 0, limit = 0;
+      const int err = owns(&Client::srqs, srq) ? link_.query_srq(srq, max_wr, max_sge, limit) : EINVAL;
+      status(err);
+      if (err == 0) {
+        out.put(max_wr);
+        out.put(max_sge);
+        out.put(limit);
+      }
+      return true;
+    }
+    case Op::destroy_srq: {
+      const auto srq = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::srqs, srq) ? link_.destroy_srq(srq) : EINVAL;
+      if (err == 0) forget(&Client::srqs, srq);
+      status(err);
+      return true;
+    }
+    case Op::create_ah: {
+      const auto pd = in.get<std::uint32_t>();
+      const auto av = in.get<core::AddressVector>();
+      if (!in.done()) return false;
+      if (!owns(&Client::pds, pd)) {
+        status(EINVAL);
+        return true;
+      }
+      created(link_.create_ah(pd, av), [&](std::uint32_t ah) { adopt(&Client::ahs, ah); });
+      return true;
+    }
+    case Op::destroy_ah: {
+      const auto ah = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::ahs, ah) ? link_.destroy_ah(ah) : EINVAL;
+      if (err == 0) forget(&Client::ahs, ah);
+      status(err);
+      return true;
+    }
+    case Op::create_qp: {
+      const auto init = in.get<core::QpInitAttr>();
+      if (!in.done()) return false;
+      if (!owns(&Client::pds, init.pd) || !owns(&Client::cqs, init.send_cq) || !owns(&Client::cqs, init.recv_cq) ||
+          (init.srq != 0 && !owns(&Client::srqs, init.srq))) {
+        status(EINVAL);
+        return true;
+      }
+      created(link_.create_qp(init), [&](const core::QpCreated& qp) { adopt(&Client::qps, qp.qpn); });
+      return true;
+    }
+    case Op::modify_qp: {
+      const auto qpn = in.get<std::uint32_t>();
+      const auto attr = in.get<core::QpAttr>();
+      const auto mask = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      status(owns(&Client::qps, qpn) ? link_.modify_qp(qpn, attr, mask) : EINVAL);
+      return true;
+    }
+    case Op::query_qp: {
+      const auto qpn = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      core::QpAttr attr;
+      core::QpInitAttr init;
+      const int err = owns(&Client::qps, qpn) ? link_.query_qp(qpn, attr, init) : EINVAL;
+      status(err);
+      if (err == 0) {
+        out.put(attr);
+        out.put(init);
+      }
+      return true;
+    }
+    case Op::destroy_qp: {
+      const auto qpn = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      const int err = owns(&Client::qps, qpn) ? link_.destroy_qp(qpn) : EINVAL;
+      if (err == 0) forget(&Client::qps, qpn);
+      status(err);
+      return true;
+    }
+    case Op::post_send: {
+      const auto qpn = in.get<std::uint32_t>();
+      const auto count = in.get<std::uint32_t>();
+      thread_local std::vector<core::SendWr> wrs;
+      if (!in.ok() || count > daemon::kMaxWrs) return false;
+      wrs.resize(count);
+      for (core::SendWr& wr : wrs) in.get_send_wr(wr);
+      if (!in.done()) return false;
+      // The objects a WR names beyond its SGEs (whose lkeys the engine checks against the QP's
+      // PD): a UD WR's AH, a bind's MW and MR, a local invalidation's key. WRs before the first
+      // that names another client's object are posted, as bad_wr semantics require.
+      auto names_own = [&](const core::SendWr& wr) {
+        if (wr.ah != 0 && !owns(&Client::ahs, wr.ah)) return false;
+        if (wr.opcode == core::WrOpcode::bind_mw)
+          return owns(&Client::mws, index_of(wr.mw_rkey)) &&
+                 (wr.bind_mr_lkey == 0 || owns(&Client::mrs, index_of(wr.bind_mr_lkey)));
+        if (wr.opcode == core::WrOpcode::local_inv)
+          return owns(&Client::mrs, index_of(wr.invalidate_rkey)) || owns(&Client::mws, index_of(wr.invalidate_rkey));
+        return true;
+      };
+      const bool qp_owned = owns(&Client::qps, qpn);
+      std::size_t checked = 0;
+      while (qp_owned && checked < wrs.size() && names_own(wrs[checked])) ++checked;
+      std::size_t posted = 0;
+      int err = qp_owned ? link_.post_send(qpn, std::span<const core::SendWr>(wrs.data(), checked), posted) : EINVAL;
+      if (err == 0 && checked < wrs.size()) err = EINVAL;
+      status(err);
+      out.put(static_cast<std::uint32_t>(posted));
+      return true;
+    }
+    case Op::post_recv:
+    case Op::post_srq_recv: {
+      const auto queue = in.get<std::uint32_t>();
+      const auto count = in.get<std::uint32_t>();
+      thread_local std::vector<core::RecvWr> wrs;
+      if (!in.ok() || count > daemon::kMaxWrs) return false;
+      wrs.resize(count);
+      for (core::RecvWr& wr : wrs) in.get_recv_wr(wr);
+      if (!in.done()) return false;
+      std::size_t posted = 0;
+      int err = EINVAL;
+      if (op == Op::post_recv && owns(&Client::qps, queue)) err = link_.post_recv(queue, wrs, posted);
+      if (op == Op::post_srq_recv && owns(&Client::srqs, queue)) err = link_.post_srq_recv(queue, wrs, posted);
+      status(err);
+      out.put(static_cast<std::uint32_t>(posted));
+      return true;
+    }
+  }
+  return false;  // not an operation
+}
+
+}  // namespace softrdma::host

@@ -1,0 +1,290 @@
+#include "emulator/host/daemon_server.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "emulator/host/daemon_protocol.hpp"
+#include "emulator/host/daemon_socket.hpp"
+
+namespace softrdma::host {
+
+using daemon::Op;
+using daemon::Reader;
+using daemon::Writer;
+
+namespace {
+
+std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// The socket file at `path`, bound and listening: a stale file (no one accepts on it) is
+// replaced; a live one means another daemon serves that path.
+int listen_at(const std::string& path, std::optional<gid_t> group, std::string& error) {
+  sockaddr_un addr{};
+  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+    error = "socket path '" + path + "' is empty or longer than " + std::to_string(sizeof addr.sun_path - 1) + " bytes";
+    return -1;
+  }
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (const int probe = connect_daemon_socket(path); probe >= 0) {
+    ::close(probe);
+    error = "another softrdmad is serving " + path;
+    return -1;
+  }
+  ::unlink(path.c_str());
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = errno_text("socket");
+    return -1;
+  }
+  // The socket file's mode is the gate (connect needs write permission): the daemon's user,
+  // and the group when one is configured.
+  const mode_t old = ::umask(group ? 0117 : 0177);
+  const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  ::umask(old);
+  if (bound != 0 || (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) || ::listen(fd, 64) != 0) {
+    error = errno_text("cannot listen on " + path);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Hello and the event socket passed with it (SCM_RIGHTS); -1 when the message is not one.
+int receive_hello(int fd, daemon::Hello& hello) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&hello, sizeof hello};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  int passed = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      std::memcpy(&passed, CMSG_DATA(c), sizeof passed);
+    }
+  }
+  if (n != static_cast<ssize_t>(sizeof hello) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    if (passed >= 0) ::close(passed);
+    return -1;
+  }
+  return passed;
+}
+
+template <class Set>
+bool contains(const Set& set, std::uint32_t key) {
+  return set.find(key) != set.end();
+}
+
+}  // namespace
+
+DaemonStart DaemonServer::start(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options) {
+  std::string error;
+  const int listen_fd = listen_at(options.socket_path, options.group, error);
+  if (listen_fd < 0) return {nullptr, error};
+  const int stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (stop_fd < 0) {
+    ::close(listen_fd);
+    return {nullptr, errno_text("eventfd")};
+  }
+  std::unique_ptr<DaemonServer> server(new DaemonServer(host, memory, std::move(options), listen_fd, stop_fd));
+  server->accept_thread_ = std::thread([s = server.get()] { s->accept_loop(); });
+  return {std::move(server), {}};
+}
+
+DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd,
+                           int stop_fd)
+    : host_(host), memory_(memory), link_(host), options_(std::move(options)), listen_fd_(listen_fd), stop_fd_(stop_fd) {
+  host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
+                           [this](const core::AsyncEvent& e) { send_event(e); });
+}
+
+DaemonServer::~DaemonServer() { shutdown(); }
+
+std::size_t DaemonServer::client_count() {
+  reap_finished();
+  std::lock_guard lock(mutex_);
+  return clients_.size();
+}
+
+void DaemonServer::accept_loop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    if (fds[0].revents & POLLIN) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) admit(fd);
+    }
+    reap_finished();
+  }
+}
+
+void DaemonServer::admit(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    ::close(fd);
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  Client& c = clients_.emplace_back();
+  c.fd = fd;
+  c.pid = cred.pid;
+  c.uid = cred.uid;
+  c.thread = std::thread([this, &c] { serve(c); });
+}
+
+void DaemonServer::reap_finished() {
+  std::list<Client> done;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      auto next = std::next(it);
+      if (it->finished.load()) done.splice(done.end(), clients_, it);
+      it = next;
+    }
+  }
+  for (Client& c : done) c.thread.join();
+}
+
+void DaemonServer::serve(Client& c) {
+  daemon::Hello hello;
+  c.events_fd = receive_hello(c.fd, hello);
+  std::vector<std::uint8_t> reply;
+  Writer out(reply);
+  int err = 0;
+  if (c.events_fd < 0 || hello.magic != daemon::kMagic) {
+    err = EPROTO;
+  } else if (hello.version != daemon::kVersion || hello.layout != daemon::kLayout) {
+    err = EPROTONOSUPPORT;  // a shim and a daemon of different builds
+  } else if (const auto slot = host_.call([&](core::Device&, core::Time) { return memory_.attach(c.pid); })) {
+    c.slot = *slot;
+  } else {
+    err = EUSERS;
+  }
+  out.put(static_cast<std::int32_t>(err));
+  reply.insert(reply.end(), host_.address().begin(), host_.address().end());
+  const bool greeted = ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(reply.size());
+  if (err == 0 && greeted && !shutting_down_.load()) {
+    std::vector<std::uint8_t> request(daemon::kMaxMessage + 1);
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, request.data(), request.size(), 0);
+      if (n <= 0 || static_cast<std::size_t>(n) > daemon::kMaxMessage) break;
+      if (!handle(c, std::span(request.data(), static_cast<std::size_t>(n)), reply)) break;
+      if (::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
+    }
+  }
+  release(c);
+  {
+    std::lock_guard lock(mutex_);  // send_event() may be using the event socket
+    ::close(c.events_fd);
+    c.events_fd = -1;
+  }
+  ::close(c.fd);
+  c.finished.store(true);
+}
+
+// Destroys what the client left, in the order the verbs require (QPs before the CQs, SRQs and
+// PDs they use; MWs before the MRs they are bound to), then frees its memory slot.
+void DaemonServer::release(Client& c) {
+  Client owned;
+  {
+    std::lock_guard lock(mutex_);
+    owned.qps.swap(c.qps);
+    owned.mws.swap(c.mws);
+    owned.ahs.swap(c.ahs);
+    owned.mrs.swap(c.mrs);
+    owned.srqs.swap(c.srqs);
+    owned.cqs.swap(c.cqs);
+    owned.pds.swap(c.pds);
+  }
+  for (std::uint32_t qpn : owned.qps) link_.destroy_qp(qpn);
+  for (const auto& [index, key] : owned.mws) link_.dealloc_mw(key);
+  for (std::uint32_t ah : owned.ahs) link_.destroy_ah(ah);
+  for (const auto& [index, key] : owned.mrs) link_.dereg_mr(key);
+  for (std::uint32_t srq : owned.srqs) link_.destroy_srq(srq);
+  for (std::uint32_t cq : owned.cqs) link_.destroy_cq(cq);
+  for (std::uint32_t pd : owned.pds) link_.dealloc_pd(pd);
+  if (c.slot != 0) host_.call([&](core::Device&, core::Time) { memory_.detach(c.slot); });
+}
+
+void DaemonServer::send_event(std::uint32_t cq) {
+  std::lock_guard lock(mutex_);
+  for (Client& c : clients_) {
+    if (contains(c.cqs, cq) && c.events_fd >= 0) {
+      const daemon::Event e{daemon::EventKind::cq, cq, 0};
+      ::send(c.events_fd, &e, sizeof e, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+}
+
+void DaemonServer::send_event(const core::AsyncEvent& event) {
+  using core::AsyncEventType;
+  std::lock_guard lock(mutex_);
+  const daemon::Event e{daemon::EventKind::async, static_cast<std::uint32_t>(event.type), event.element};
+  for (Client& c : clients_) {
+    bool to_client = false;
+    switch (event.type) {
+      case AsyncEventType::cq_err:
+        to_client = contains(c.cqs, event.element);
+        break;
+      case AsyncEventType::srq_err:
+      case AsyncEventType::srq_limit_reached:
+        to_client = contains(c.srqs, event.element);
+        break;
+      case AsyncEventType::device_fatal:
+      case AsyncEventType::port_active:
+      case AsyncEventType::port_err:
+        to_client = true;
+        break;
+      default:
+        to_client = contains(c.qps, event.element);
+    }
+    if (to_client && c.events_fd >= 0) ::send(c.events_fd, &e, sizeof e, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
+
+void DaemonServer::shutdown() {
+  if (shutting_down_.exchange(true)) return;
+  const std::uint64_t one = 1;
+  if (::write(stop_fd_, &one, sizeof one) < 0) {
+    // An eventfd write fails only on overflow, which one write cannot cause.
+  }
+  accept_thread_.join();
+  ::close(listen_fd_);
+  ::unlink(options_.socket_path.c_str());
+
+  std::vector<std::uint32_t> qps;
+  {
+    std::lock_guard lock(mutex_);
+    for (const Client& c : clients_) qps.insert(qps.end(), c.qps.begin(), c.qps.end());
+  }
+  core::QpAttr to_error;
+  to_error.qp_state = core::QpState::err;
+  for (std::uint32_t qpn : qps) link_.modify_qp(qpn, to_error, core::qp_attr::state);
+  send_event(core::AsyncEvent{core::AsyncEventType::device_fatal, 1});
+
+  const auto until = std::chrono::steady_clock::now() + options_.shutdown_grace;
+  while (client_count() > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    for (Client& c : clients_) ::shutdown(c.fd, SHUT_RDWR);  // their threads see EOF and release
+  }
+  while (client_count() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::close(stop_fd_);
+  host_.set_event_handlers(nullptr, nullptr);  // the host may outlive this server
+}
+
+}  // namespace softrdma::host

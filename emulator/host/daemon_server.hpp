@@ -1,0 +1,108 @@
+// softrdmad's side of the control protocol (daemon_protocol.hpp): it accepts verbs clients on
+// a Unix socket and runs their requests on one engine, as a NIC serves the processes that
+// open it (DESIGN.md §5).
+//
+// Isolation: every handle a request names (PD, MR, MW, CQ, SRQ, AH, QP, and the AHs, MWs and
+// MRs inside WRs) must be one this client created, else the request fails with EINVAL as the
+// kernel answers a handle from another process; what the engine checks itself (lkeys in SGEs
+// against the QP's PD, rkeys of arriving requests) then keeps one client's memory from
+// another's. A client's MRs reach only its own memory (process_memory.hpp). When a client's
+// connection closes (exit, crash, kill -9) its objects are destroyed, QPs first.
+//
+// Threads: one accept thread and one thread per client, each calling the host like an
+// application thread would. Events go to the owning client's event socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "emulator/host/embedded_host.hpp"
+#include "emulator/host/embedded_link.hpp"
+#include "emulator/host/process_memory.hpp"
+
+namespace softrdma::host {
+
+struct DaemonOptions {
+  std::string socket_path;
+  // Besides the daemon's user, members of this group may attach (the socket is made 0660 and
+  // given to the group); none: 0600.
+  std::optional<gid_t> group;
+  // At shutdown, how long clients get to read their flushed completions and leave before their
+  // connections are closed.
+  std::chrono::milliseconds shutdown_grace{2000};
+};
+
+class DaemonServer;
+
+struct DaemonStart {
+  std::unique_ptr<DaemonServer> server;  // null on failure
+  std::string error;
+};
+
+class DaemonServer {
+ public:
+  // Listens on options.socket_path (replacing a stale socket file, refusing a live one) and
+  // starts accepting. `host` must have been started with `memory` as its HostConfig::memory.
+  static DaemonStart start(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options);
+
+  DaemonServer(const DaemonServer&) = delete;
+  DaemonServer& operator=(const DaemonServer&) = delete;
+  ~DaemonServer();  // shutdown()s
+
+  // Stops accepting, moves every client QP to the error state (their outstanding WRs complete
+  // with IBV_WC_WR_FLUSH_ERR), tells every client the device is gone (IBV_EVENT_DEVICE_FATAL),
+  // waits up to the grace for them to disconnect, then closes the rest and frees everything.
+  void shutdown();
+
+  std::size_t client_count();
+
+ private:
+  struct Client {
+    int fd = -1;
+    int events_fd = -1;
+    pid_t pid = 0;
+    uid_t uid = 0;
+    std::uint16_t slot = 0;  // in ProcessMemory; 0 until Hello
+    // What the client created, guarded by mutex_. MRs and MWs by key index (key >> 8): an MW's
+    // key byte changes with every bind.
+    std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps;
+    std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+  DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd);
+
+  void accept_loop();
+  void admit(int fd);
+  void serve(Client& client);
+  // Handles one request; false when the message is malformed (the client is dropped).
+  bool handle(Client& client, std::span<const std::uint8_t> request, std::vector<std::uint8_t>& reply);
+  void release(Client& client);  // destroys what the client created
+  void send_event(std::uint32_t cq);
+  void send_event(const core::AsyncEvent& event);
+  void reap_finished();
+
+  EmbeddedHost& host_;
+  ProcessMemory& memory_;
+  EmbeddedLink link_;
+  const DaemonOptions options_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;  // an eventfd: written once, to end accept_loop
+  std::thread accept_thread_;
+  std::mutex mutex_;  // guards clients_ and every client's owned objects
+  std::list<Client> clients_;
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace softrdma::host

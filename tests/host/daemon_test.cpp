@@ -1,0 +1,323 @@
+// softrdmad's server and client in one process: a daemon (EmbeddedHost over ProcessMemory,
+// DaemonServer on a socket in a temporary directory) and DaemonClients speaking the real
+// protocol to it over the Unix socket. ProcessMemory reaches this process's memory with
+// process_vm_readv/writev, as it reaches another process's.
+//
+// Addresses: 127.83.70.0/24 and up (host_fixture.hpp's convention).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "emulator/host/daemon_client.hpp"
+#include "emulator/host/daemon_protocol.hpp"
+#include "emulator/host/daemon_server.hpp"
+#include "emulator/host/daemon_socket.hpp"
+#include "tests/host/host_fixture.hpp"
+
+namespace {
+
+using namespace test;
+using host::DaemonClient;
+
+struct TempDir {
+  TempDir() {
+    char pattern[] = "/tmp/softrdma-daemon-test-XXXXXX";
+    REQUIRE(::mkdtemp(pattern) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    ::unlink((path + "/d.sock").c_str());
+    ::rmdir(path.c_str());
+  }
+  std::string path;
+};
+
+struct Daemon {
+  explicit Daemon(const std::string& ip, std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
+    host::HostConfig config = config_at(ip);
+    config.memory = &memory;
+    host = start_host(config);
+    socket = dir.path + "/d.sock";
+    host::DaemonOptions options;
+    options.socket_path = socket;
+    options.shutdown_grace = grace;
+    host::DaemonStart s = host::DaemonServer::start(*host, memory, options);
+    INFO(s.error);
+    REQUIRE(s.server);
+    server = std::move(s.server);
+  }
+  ~Daemon() { server.reset(); }
+
+  std::unique_ptr<DaemonClient> connect() {
+    host::DaemonConnect c = DaemonClient::connect(socket);
+    INFO(c.error);
+    REQUIRE(c.client);
+    return std::move(c.client);
+  }
+  std::size_t live_qps() {
+    return host->call([](core::Device& d, core::Time) { return d.qp_stats().size(); });
+  }
+
+  TempDir dir;
+  host::ProcessMemory memory;  // before the host, which reads through it
+  std::unique_ptr<host::EmbeddedHost> host;
+  std::string socket;
+  std::unique_ptr<host::DaemonServer> server;
+};
+
+constexpr std::uint32_t kAllAccess =
+    core::access::local_write | core::access::remote_write | core::access::remote_read | core::access::remote_atomic;
+
+// One client's objects: a buffer registered for everything, two CQs, an RC QP.
+struct Client {
+  explicit Client(Daemon& d, std::size_t bytes = 1 << 20) : link(d.connect()), buffer(bytes) {
+    pd = *link->alloc_pd();
+    cq = *link->create_cq(1024);
+    const auto keys = link->reg_mr(pd, addr(), buffer.size(), addr(), kAllAccess);
+    REQUIRE(keys.ok());
+    mr = *keys;
+    qpn = create_qp();
+  }
+  std::uint32_t create_qp() {
+    core::QpInitAttr init;
+    init.qp_type = core::QpType::rc;
+    init.pd = pd;
+    init.send_cq = init.recv_cq = cq;
+    init.cap = {256, 256, 4, 4, 64};
+    const auto created = link->create_qp(init);
+    REQUIRE(created.ok());
+    return created->qpn;
+  }
+  std::uint64_t addr(std::size_t offset = 0) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
+  core::Sge sge(std::size_t offset, std::uint32_t length) const { return {addr(offset), length, mr.lkey}; }
+
+  // RESET -> INIT -> RTR -> RTS towards `remote_qpn` on the daemon's own GID.
+  void connect(std::uint32_t qp, std::uint32_t remote_qpn, const core::Gid& gid) {
+    using namespace core::qp_attr;
+    core::QpAttr a;
+    a.qp_state = core::QpState::init;
+    a.port_num = 1;
+    a.qp_access_flags = kAllAccess;
+    REQUIRE(link->modify_qp(qp, a, state | pkey_index | port | access_flags) == 0);
+    a.qp_state = core::QpState::rtr;
+    a.path_mtu = core::Mtu::mtu1024;
+    a.dest_qp_num = remote_qpn;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = 12;
+    a.ah_attr.dgid = gid;
+    REQUIRE(link->modify_qp(qp, a, state | av | path_mtu | dest_qpn | rq_psn | max_dest_rd_atomic | min_rnr_timer) ==
+            0);
+    a.qp_state = core::QpState::rts;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 16;
+    REQUIRE(link->modify_qp(qp, a, state | sq_psn | timeout | retry_cnt | rnr_retry | max_qp_rd_atomic) == 0);
+  }
+  void post(std::uint32_t qp, const core::SendWr& wr) {
+    std::size_t posted = 0;
+    REQUIRE(link->post_send(qp, std::span(&wr, 1), posted) == 0);
+  }
+  void post_recv(std::uint64_t id, std::size_t offset, std::uint32_t length) {
+    core::RecvWr r;
+    r.wr_id = id;
+    r.sg_list = {sge(offset, length)};
+    std::size_t posted = 0;
+    REQUIRE(link->post_recv(qpn, std::span(&r, 1), posted) == 0);
+  }
+  std::vector<core::Wc> wait(std::size_t n) {
+    std::vector<core::Wc> got, batch(16);
+    const bool done = eventually([&] {
+      const int k = link->poll_cq(cq, batch);
+      REQUIRE(k >= 0);
+      got.insert(got.end(), batch.begin(), batch.begin() + k);
+      return got.size() >= n;
+    });
+    INFO("completions: " << got.size() << " of " << n);
+    REQUIRE(done);
+    return got;
+  }
+
+  std::unique_ptr<DaemonClient> link;
+  std::vector<std::uint8_t> buffer;
+  std::uint32_t pd = 0, cq = 0, qpn = 0;
+  core::MrKeys mr;
+};
+
+core::Gid gid_of(Daemon& d) { return d.host->gid(); }
+
+}  // namespace
+
+TEST_CASE("daemon: two clients of one daemon move data byte-exactly with WRITE, SEND and READ", "[daemon]") {
+  Daemon d("127.83.70.1");
+  Client a(d), b(d);
+  a.connect(a.qpn, b.qpn, gid_of(d));
+  b.connect(b.qpn, a.qpn, gid_of(d));
+  constexpr std::uint32_t kLen = 256 * 1024;
+  fill_pattern(a.buffer, 0, kLen, 1);
+  a.post(a.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {a.sge(0, kLen)}, b.addr(0), b.mr.rkey));
+  REQUIRE(a.wait(1)[0].status == core::WcStatus::success);
+  CHECK(std::equal(a.buffer.begin(), a.buffer.begin() + kLen, b.buffer.begin()));
+
+  fill_pattern(b.buffer, kLen, 5000, 2);
+  a.post_recv(7, kLen, 8192);
+  b.post(b.qpn, make_wr(core::WrOpcode::send, 2, {b.sge(kLen, 5000)}));
+  REQUIRE(b.wait(1)[0].status == core::WcStatus::success);
+  const core::Wc received = a.wait(1)[0];
+  CHECK(received.wr_id == 7);
+  CHECK(received.byte_len == 5000);
+  CHECK(std::equal(a.buffer.begin() + kLen, a.buffer.begin() + kLen + 5000, b.buffer.begin() + kLen));
+
+  fill_pattern(b.buffer, 2 * kLen, 70000, 3);
+  a.post(a.qpn, remote_wr(core::WrOpcode::rdma_read, 3, {a.sge(2 * kLen, 70000)}, b.addr(2 * kLen), b.mr.rkey));
+  REQUIRE(a.wait(1)[0].status == core::WcStatus::success);
+  CHECK(std::equal(a.buffer.begin() + 2 * kLen, a.buffer.begin() + 2 * kLen + 70000, b.buffer.begin() + 2 * kLen));
+}
+
+TEST_CASE("daemon: a client naming another client's objects gets EINVAL and changes nothing", "[daemon]") {
+  Daemon d("127.83.71.1");
+  Client a(d), b(d);
+  DaemonClient& thief = *b.link;
+  CHECK(thief.dealloc_pd(a.pd) == EINVAL);
+  CHECK(thief.destroy_cq(a.cq) == EINVAL);
+  CHECK(thief.dereg_mr(a.mr.lkey) == EINVAL);
+  CHECK(thief.destroy_qp(a.qpn) == EINVAL);
+  CHECK(thief.reg_mr(a.pd, b.addr(), 4096, b.addr(), kAllAccess).error() == EINVAL);
+  core::QpAttr attr;
+  core::QpInitAttr init;
+  CHECK(thief.query_qp(a.qpn, attr, init) == EINVAL);
+  attr.qp_state = core::QpState::err;
+  CHECK(thief.modify_qp(a.qpn, attr, core::qp_attr::state) == EINVAL);
+  std::vector<core::Wc> wcs(4);
+  CHECK(thief.poll_cq(a.cq, wcs) == -EINVAL);
+  init.qp_type = core::QpType::rc;
+  init.pd = b.pd;
+  init.send_cq = a.cq;  // someone else's CQ
+  init.recv_cq = b.cq;
+  init.cap = {16, 16, 1, 1, 0};
+  CHECK(thief.create_qp(init).error() == EINVAL);
+  const core::SendWr wr = make_wr(core::WrOpcode::send, 1, {b.sge(0, 16)});
+  std::size_t posted = 99;
+  CHECK(thief.post_send(a.qpn, std::span(&wr, 1), posted) == EINVAL);
+  CHECK(posted == 0);
+
+  // a's objects still work: its QP connects to b's and a WRITE lands.
+  a.connect(a.qpn, b.qpn, gid_of(d));
+  b.connect(b.qpn, a.qpn, gid_of(d));
+  fill_pattern(a.buffer, 0, 4096, 9);
+  a.post(a.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {a.sge(0, 4096)}, b.addr(0), b.mr.rkey));
+  CHECK(a.wait(1)[0].status == core::WcStatus::success);
+  CHECK(std::equal(a.buffer.begin(), a.buffer.begin() + 4096, b.buffer.begin()));
+}
+
+TEST_CASE("daemon: another client's rkey or lkey fails with an access error and its data stays untouched",
+          "[daemon]") {
+  Daemon d("127.83.72.1");
+  Client victim(d), thief(d);
+  fill_pattern(victim.buffer, 0, 8192, 5);
+  const std::vector<std::uint8_t> before(victim.buffer.begin(), victim.buffer.begin() + 8192);
+  // The thief's two QPs talk to each other; the responder's PD is the thief's, so the victim's
+  // rkey names an MR of another PD (IBTA vol. 1 s10.6.3.2: remote access violation).
+  const std::uint32_t q2 = thief.create_qp();
+  thief.connect(thief.qpn, q2, gid_of(d));
+  thief.connect(q2, thief.qpn, gid_of(d));
+  fill_pattern(thief.buffer, 0, 8192, 6);
+  thief.post(thief.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {thief.sge(0, 8192)}, victim.addr(0),
+                                  victim.mr.rkey));
+  CHECK(thief.wait(1)[0].status == core::WcStatus::rem_access_err);
+  CHECK(std::equal(before.begin(), before.end(), victim.buffer.begin()));
+
+  // An SGE with the victim's lkey on the thief's QP: a local protection error (s10.6.3.1).
+  const std::uint32_t q3 = thief.create_qp(), q4 = thief.create_qp();
+  thief.connect(q3, q4, gid_of(d));
+  thief.connect(q4, q3, gid_of(d));
+  core::SendWr steal = remote_wr(core::WrOpcode::rdma_write, 2, {{victim.addr(0), 8192, victim.mr.lkey}},
+                                 thief.addr(0), thief.mr.rkey);
+  thief.post(q3, steal);
+  CHECK(thief.wait(1)[0].status == core::WcStatus::loc_prot_err);
+  CHECK(std::equal(before.begin(), before.end(), victim.buffer.begin()));
+}
+
+TEST_CASE("daemon: a client that goes away leaves nothing behind and disturbs no one", "[daemon]") {
+  Daemon d("127.83.73.1");
+  Client stays(d);
+  const std::size_t qps_before = d.live_qps();
+  {
+    Client leaves(d);
+    leaves.create_qp();
+    leaves.connect(leaves.qpn, stays.qpn, gid_of(d));
+    CHECK(d.live_qps() == qps_before + 2);
+  }  // its connection closes, as when a process exits or is killed
+  CHECK(eventually([&] { return d.live_qps() == qps_before && d.server->client_count() == 1; }));
+  const std::uint32_t q2 = stays.create_qp();
+  stays.connect(stays.qpn, q2, gid_of(d));
+  stays.connect(q2, stays.qpn, gid_of(d));
+  fill_pattern(stays.buffer, 0, 4096, 11);
+  stays.post(stays.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {stays.sge(0, 4096)}, stays.addr(8192), stays.mr.rkey));
+  CHECK(stays.wait(1)[0].status == core::WcStatus::success);
+  CHECK(std::equal(stays.buffer.begin(), stays.buffer.begin() + 4096, stays.buffer.begin() + 8192));
+}
+
+TEST_CASE("daemon: shutdown flushes client QPs, raises device_fatal, and then every verb fails with EIO",
+          "[daemon]") {
+  Daemon d("127.83.74.1", std::chrono::milliseconds(300));
+  Client c(d);
+  const std::uint32_t q2 = c.create_qp();
+  c.connect(c.qpn, q2, gid_of(d));
+  std::atomic<int> fatal{0};
+  c.link->set_event_handlers([](std::uint32_t) {}, [&](const core::AsyncEvent& e) {
+    if (e.type == core::AsyncEventType::device_fatal) ++fatal;
+  });
+  c.post_recv(42, 0, 64);
+  std::thread stop([&] { d.server->shutdown(); });
+  CHECK(eventually([&] { return fatal.load() == 1; }));
+  const core::Wc flushed = c.wait(1)[0];  // within the grace period, the client still polls
+  CHECK(flushed.wr_id == 42);
+  CHECK(flushed.status == core::WcStatus::wr_flush_err);
+  stop.join();
+  CHECK(c.link->alloc_pd().error() == EIO);
+  std::vector<core::Wc> wcs(1);
+  CHECK(c.link->poll_cq(c.cq, wcs) == -EIO);
+  CHECK(fatal.load() == 1);  // the connection's end raises no second one
+}
+
+TEST_CASE("daemon: malformed and random requests drop only the connection that sent them", "[daemon]") {
+  Daemon d("127.83.75.1");
+  Client good(d);
+  std::mt19937 rng(1234);
+  for (int round = 0; round < 300; ++round) {
+    const int fd = host::connect_daemon_socket(d.socket);
+    REQUIRE(fd >= 0);
+    int pair[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) == 0);
+    if (round % 10 != 0) {  // mostly after a proper greeting, sometimes instead of it
+      REQUIRE(host::send_daemon_hello(fd, pair[1]));
+      std::vector<std::uint8_t> reply(256);
+      REQUIRE(::recv(fd, reply.data(), reply.size(), 0) > 0);
+    }
+    for (int m = 0; m < 8; ++m) {
+      std::vector<std::uint8_t> msg(rng() % 120);
+      for (auto& byte : msg) byte = static_cast<std::uint8_t>(rng());
+      if (msg.size() >= 4 && rng() % 2) msg[0] = static_cast<std::uint8_t>(rng() % 30), msg[1] = msg[2] = msg[3] = 0;
+      if (::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL) < 0) break;
+      std::vector<std::uint8_t> reply(64 * 1024);
+      if (::recv(fd, reply.data(), reply.size(), 0) <= 0) break;  // dropped
+    }
+    ::close(pair[0]);
+    ::close(pair[1]);
+    ::close(fd);
+  }
+  CHECK(eventually([&] { return d.server->client_count() == 1; }));
+  const std::uint32_t q2 = good.create_qp();
+  good.connect(good.qpn, q2, gid_of(d));
+  good.connect(q2, good.qpn, gid_of(d));
+  fill_pattern(good.buffer, 0, 4096, 12);
+  good.post(good.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {good.sge(0, 4096)}, good.addr(8192), good.mr.rkey));
+  CHECK(good.wait(1)[0].status == core::WcStatus::success);
+  CHECK(std::equal(good.buffer.begin(), good.buffer.begin() + 4096, good.buffer.begin() + 8192));
+}

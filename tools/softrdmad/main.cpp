@@ -1,0 +1,201 @@
+// softrdmad: one softrdma device shared by many processes, like a NIC (DESIGN.md §5). It runs
+// the engine on the udp backend (emulator/host/embedded_host.hpp) and serves verbs clients on
+// a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
+// `softrdma run --daemon` or SOFTRDMA_DAEMON=SOCKET.
+#include <grp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "emulator/host/daemon_server.hpp"
+#include "emulator/host/daemon_socket.hpp"
+#include "emulator/host/embedded_host.hpp"
+#include "emulator/host/process_memory.hpp"
+#include "emulator/host/runtime_dir.hpp"
+#include "emulator/net/fault_plan.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
+    "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
+    "\n"
+    "Runs the softrdma device srdma0 for every process that attaches to it (softrdma run --daemon,\n"
+    "or SOFTRDMA_DAEMON=PATH): one engine and one UDP socket on port 4791, shared as processes share\n"
+    "a NIC. Runs in the foreground and logs to stderr; SIGTERM or SIGINT moves every client QP to the\n"
+    "error state (their work requests complete flushed), tells clients the device is gone\n"
+    "(IBV_EVENT_DEVICE_FATAL), gives them the grace period to read their completions, and exits 0.\n"
+    "\n"
+    "Options:\n"
+    "  --ip ADDR            the IPv4 or IPv6 address the device binds (default: the first free\n"
+    "                       127.0.0.N)\n"
+    "  --socket PATH        where clients attach (default: softrdmad.sock in the runtime directory,\n"
+    "                       $SOFTRDMA_RUNTIME_DIR, $XDG_RUNTIME_DIR/softrdma or /tmp/softrdma-$UID)\n"
+    "  --group NAME         members of group NAME may attach too (socket mode 0660; default: only\n"
+    "                       this user, 0600). The socket's directory must let them reach it.\n"
+    "  --capture FILE       write every packet the device sends and receives to a pcap file\n"
+    "  --faults SPEC        seeded fault injection, as softrdma run --faults\n"
+    "  --no-gso             one UDP datagram per packet\n"
+    "  --shutdown-grace MS  how long clients get after SIGTERM before they are cut off (default 2000)\n"
+    "  --config FILE        read options from FILE first: one 'name = value' per line (names as the\n"
+    "                       options without '--', 'no-gso = true'), '#' starts a comment;\n"
+    "                       command-line options override it\n"
+    "  --help               this text\n"
+    "\n"
+    "Clients get from the daemon what embedded mode gives them, on the daemon's address; a client\n"
+    "can use only the objects it created, and what it leaves when it exits or dies is freed.\n"
+    "\n"
+    "Exit status: 0 after SIGTERM/SIGINT, 2 for a usage error, 1 when the device cannot start.\n";
+
+int usage_error(const std::string& message) {
+  std::fprintf(stderr, "softrdmad: %s (see softrdmad --help)\n", message.c_str());
+  return 2;
+}
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r");
+  return std::string(s.substr(first, last - first + 1));
+}
+
+using Settings = std::map<std::string, std::string>;
+
+// name = value lines; false with `error` on a line that is not one.
+bool read_config(const std::string& path, Settings& out, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "cannot read config file " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string content = trim(std::string_view(line).substr(0, line.find('#')));
+    if (content.empty()) continue;
+    const auto eq = content.find('=');
+    if (eq == std::string::npos) {
+      error = path + ":" + std::to_string(number) + ": expected 'name = value'";
+      return false;
+    }
+    out[trim(std::string_view(content).substr(0, eq))] = trim(std::string_view(content).substr(eq + 1));
+  }
+  return true;
+}
+
+constexpr std::string_view kValued[] = {"ip", "socket", "group", "capture", "faults", "shutdown-grace", "config"};
+
+bool takes_value(std::string_view name) {
+  for (std::string_view v : kValued) {
+    if (v == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace softrdma;
+  Settings flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (!a.starts_with("--")) return usage_error("unexpected argument '" + std::string(a) + "'");
+    std::string name(a.substr(2));
+    std::string value = "true";
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else if (takes_value(name)) {
+      if (i + 1 >= argc) return usage_error("--" + name + " needs a value");
+      value = argv[++i];
+    }
+    if (!takes_value(name) && name != "no-gso") return usage_error("unknown option '--" + name + "'");
+    flags[name] = value;
+  }
+  Settings settings;
+  if (flags.count("config")) {
+    std::string error;
+    if (!read_config(flags["config"], settings, error)) return usage_error(error);
+    for (const auto& [name, value] : settings) {
+      if (name == "config" || (!takes_value(name) && name != "no-gso")) {
+        return usage_error("unknown setting '" + name + "' in " + flags["config"]);
+      }
+    }
+  }
+  for (const auto& [name, value] : flags) settings[name] = value;
+
+  host::HostConfig config;
+  host::ProcessMemory memory;
+  config.memory = &memory;
+  if (settings.count("ip")) config.ip = settings["ip"];
+  if (settings.count("capture")) config.capture_path = settings["capture"];
+  if (settings.count("faults")) {
+    net::FaultParse parsed = net::parse_faults(settings["faults"]);
+    if (!parsed.plan) return usage_error("--faults '" + settings["faults"] + "': " + parsed.error);
+    config.faults = parsed.plan;
+  }
+  if (settings.count("no-gso")) {
+    if (settings["no-gso"] != "true" && settings["no-gso"] != "false") return usage_error("no-gso is true or false");
+    config.udp_gso = settings["no-gso"] == "false";
+  }
+  host::DaemonOptions options;
+  if (settings.count("socket")) {
+    options.socket_path = settings["socket"];
+  } else {
+    const host::RuntimeDir dir = host::create_runtime_dir();
+    if (!dir.error.empty()) return usage_error(dir.error + " (or give --socket)");
+    options.socket_path = host::default_daemon_socket();
+  }
+  if (settings.count("group")) {
+    const group* g = ::getgrnam(settings["group"].c_str());
+    if (g == nullptr) return usage_error("no group named '" + settings["group"] + "'");
+    options.group = g->gr_gid;
+  }
+  if (settings.count("shutdown-grace")) {
+    const std::string& v = settings["shutdown-grace"];
+    unsigned ms = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
+    if (ec != std::errc{} || end != v.data() + v.size()) return usage_error("--shutdown-grace takes milliseconds");
+    options.shutdown_grace = std::chrono::milliseconds(ms);
+  }
+
+  // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
+  // thread starts, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  host::HostStart started = host::EmbeddedHost::start(config);
+  if (!started.host) {
+    std::fprintf(stderr, "softrdmad: cannot start the device: %s\n", started.error.c_str());
+    return 1;
+  }
+  host::DaemonStart served = host::DaemonServer::start(*started.host, memory, options);
+  if (!served.server) {
+    std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "softrdmad: srdma0 on %s, serving %s (pid %d)\n", started.host->address().c_str(),
+               options.socket_path.c_str(), static_cast<int>(::getpid()));
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "softrdmad: %s: shutting down (%zu clients)\n", strsignal(signal_number),
+               served.server->client_count());
+  served.server->shutdown();
+  started.host->stop();
+  return 0;
+}
