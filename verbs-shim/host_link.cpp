@@ -72,11 +72,17 @@ bool to_ibv(Routes& r, const core::AsyncEvent& e, ibv_async_event& out, ibv_cont
 void on_async_event(const core::AsyncEvent& e) {
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
-  if (e.type == core::AsyncEventType::device_fatal) {  // the daemon went away: every context hears
+  if (e.type == core::AsyncEventType::device_fatal) {
+    // The daemon is going or gone: every context hears it, and every completion channel wakes,
+    // so that a thread asleep in ibv_get_cq_event polls, gets what was flushed and then EIO,
+    // instead of sleeping forever.
     ibv_async_event event{};
     event.event_type = IBV_EVENT_DEVICE_FATAL;
     event.element.port_num = 1;
     for (ibv_context* ctx : r.contexts) post_async_event(ctx, event);
+    for (const auto& [handle, cq] : r.cqs) {
+      if (cq->channel != nullptr) notify_channel(cq->channel, cq);
+    }
     return;
   }
   ibv_async_event event{};
