@@ -249,6 +249,14 @@ int Device::poll_cq(std::uint32_t cq, std::span<Wc> out) {
   return static_cast<int>(n);
 }
 
+void Device::take_completed_cqs(std::vector<std::uint32_t>& out) {
+  out.clear();
+  out.swap(completed_cqs_);
+  for (std::uint32_t cq : out) {
+    if (Cq* c = cqs_.find(cq)) c->listed = false;
+  }
+}
+
 int Device::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   Cq* c = cqs_.find(cq);
   if (!c) return EINVAL;
@@ -282,6 +290,10 @@ void Device::complete(std::uint32_t cq, const Wc& wc, bool solicited) {
     return;
   }
   c->entries.push_back(wc);
+  if (!c->listed) {
+    c->listed = true;
+    completed_cqs_.push_back(cq);
+  }
   if (c->armed && (!c->solicited_only || solicited || wc.status != WcStatus::success)) {
     c->armed = false;
     cq_events_.push_back(cq);

@@ -139,6 +139,10 @@ class Device {
   // Moves up to out.size() completions into `out`; returns how many, or -EINVAL.
   int poll_cq(std::uint32_t cq, std::span<Wc> out);
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
+  // The CQs that received a completion since the last call, each once, into `out` (replacing
+  // its contents): a host that mirrors CQs elsewhere (the daemon's shared-memory rings) moves
+  // only those instead of looking at every CQ.
+  void take_completed_cqs(std::vector<std::uint32_t>& out);
   std::optional<std::uint32_t> next_cq_event();  // a CQ whose notification fired
   std::optional<AsyncEvent> next_async_event();
 
@@ -224,6 +228,7 @@ class Device {
   HandleTable<std::unique_ptr<Qp>> qps_;  // handle = qpn - first_qpn + 1
   std::uint8_t next_key_ = 0;            // varies the low byte of new keys
   std::deque<std::uint32_t> cq_events_;
+  std::vector<std::uint32_t> completed_cqs_;  // for take_completed_cqs()
   std::deque<AsyncEvent> async_events_;
   std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
   std::vector<std::vector<std::uint8_t>> spare_buffers_;  // recycle()d, for packet_to()

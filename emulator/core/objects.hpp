@@ -37,6 +37,7 @@ struct Cq {
   bool armed = false;           // req_notify_cq: the next (solicited) completion raises an event
   bool solicited_only = false;
   bool overflowed = false;      // s11.4.2.1: an overflow is a CQ error, reported once
+  bool listed = false;          // in Device's list of CQs with new completions
   std::uint32_t users = 0;      // QPs that complete into it
 };
 

@@ -1,10 +1,12 @@
 #include "emulator/host/daemon_client.hpp"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "emulator/host/daemon_socket.hpp"
 
@@ -104,14 +106,14 @@ void DaemonClient::lost_daemon() {
 }
 
 template <class Encode, class Decode>
-int DaemonClient::transact(Op op, Encode&& encode, Decode&& decode) {
+int DaemonClient::transact(Op op, Encode&& encode, Decode&& decode, int pass_fd) {
   std::lock_guard lock(mutex_);
   if (gone_.load()) return EIO;
   Writer out(request_);
   out.put(op);
   encode(out);
-  ssize_t n = ::send(fd_, request_.data(), request_.size(), MSG_NOSIGNAL);
-  if (n == static_cast<ssize_t>(request_.size())) {
+  ssize_t n = -1;
+  if (send_with_fd(fd_, request_.data(), request_.size(), pass_fd)) {
     do {
       n = ::recv(fd_, reply_.data(), reply_.size(), 0);
     } while (n < 0 && errno == EINTR);
@@ -193,13 +195,60 @@ core::Expected<std::uint32_t> DaemonClient::bind_mw(std::uint32_t qpn, std::uint
 }
 
 core::Expected<std::uint32_t> DaemonClient::create_cq(std::uint32_t cqe) {
-  return create<std::uint32_t>(Op::create_cq, [&](Writer& out) { out.put(cqe); });
+  auto ringed = std::make_unique<RingedCq>();
+  int fd = -1;
+  std::string error;
+  ringed->ring = CqRing::create(cqe, fd, error);
+  if (!ringed->ring) return core::Expected<std::uint32_t>::error(ENOMEM);
+  std::uint32_t handle = 0;
+  const int err = transact(
+      Op::create_cq, [&](Writer& out) { out.put(cqe); },
+      [&](Reader& in, int e) {
+        if (e == 0) handle = in.get<std::uint32_t>();
+      },
+      fd);
+  ::close(fd);  // the daemon has its own mapping
+  if (err != 0) return core::Expected<std::uint32_t>::error(err);
+  std::unique_lock lock(cqs_mutex_);
+  cqs_[handle] = std::move(ringed);
+  return handle;
 }
 
-int DaemonClient::destroy_cq(std::uint32_t cq) { return simple(Op::destroy_cq, cq); }
+int DaemonClient::destroy_cq(std::uint32_t cq) {
+  const int err = simple(Op::destroy_cq, cq);
+  if (err == 0) {
+    std::unique_lock lock(cqs_mutex_);
+    cqs_.erase(cq);
+  }
+  return err;
+}
 int DaemonClient::resize_cq(std::uint32_t cq, std::uint32_t cqe) { return simple(Op::resize_cq, cq, cqe); }
 
+// From the CQ's ring; a request only when the ring ran full and completions wait in the
+// engine (cq_ring.hpp). Once the daemon is gone, what the ring holds is still returned, then EIO.
 int DaemonClient::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
+  std::shared_lock lock(cqs_mutex_);
+  const auto it = cqs_.find(cq);
+  if (it == cqs_.end()) {
+    lock.unlock();
+    return poll_by_request(cq, out);  // not ours: the daemon answers (EINVAL)
+  }
+  RingedCq& c = *it->second;
+  std::lock_guard consumer(c.consumer);
+  std::size_t n = c.ring->take(out);
+  if (n < out.size() && c.ring->pending()) {
+    if (const int err = simple(Op::drain_cq, cq); err != 0) return n > 0 ? static_cast<int>(n) : -err;
+    n += c.ring->take(out.subspan(n));
+  }
+  if (n == 0 && gone_.load()) return -EIO;
+  // An empty poll gives the CPU away once: a busy-polling application would otherwise keep
+  // the daemon's threads, which must run for anything to complete, off a core for a whole
+  // scheduler slice (measured: ib_send_lat 2 B on one daemon, 2.0 ms -> 62 us on 2 cores).
+  if (n == 0) sched_yield();
+  return static_cast<int>(n);
+}
+
+int DaemonClient::poll_by_request(std::uint32_t cq, std::span<core::Wc> out) {
   const auto want = static_cast<std::uint32_t>(std::min<std::size_t>(out.size(), daemon::kMaxPolled));
   thread_local std::vector<core::Wc> got;
   const int err = transact(

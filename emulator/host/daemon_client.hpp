@@ -1,6 +1,7 @@
-// The verbs shim's side of softrdmad (daemon mode, SOFTRDMA_DAEMON): every verb is a request on
-// the daemon's control socket (daemon_protocol.hpp), and events arrive on a second socket that
-// a thread of this client reads.
+// The verbs shim's side of softrdmad (daemon mode, SOFTRDMA_DAEMON): verbs are requests on the
+// daemon's control socket (daemon_protocol.hpp), except polling: each CQ has a ring in shared
+// memory that the daemon fills (cq_ring.hpp), so ibv_poll_cq makes no system call. Events
+// arrive on a second socket that a thread of this client reads.
 //
 // Requests from all threads share one connection, one at a time, as the kernel's uverbs file
 // serialises commands per context. When the daemon goes away, every verb fails with EIO and
@@ -10,10 +11,13 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "emulator/host/cq_ring.hpp"
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/device_link.hpp"
 
@@ -79,7 +83,7 @@ class DaemonClient final : public DeviceLink {
   // results (after the errno) to `decode(Reader&, int err)`; returns the reply's errno, or EIO
   // when the daemon is gone or answers nonsense.
   template <class Encode, class Decode>
-  int transact(daemon::Op op, Encode&& encode, Decode&& decode);
+  int transact(daemon::Op op, Encode&& encode, Decode&& decode, int pass_fd = -1);
   template <class T>
   core::Expected<T> create(daemon::Op op, auto&& encode);
   int simple(daemon::Op op, auto&&... args);
@@ -87,6 +91,7 @@ class DaemonClient final : public DeviceLink {
   template <class Wr>
   int post_batches(daemon::Op op, std::uint32_t queue, std::span<const Wr> wrs, std::size_t& posted);
 
+  int poll_by_request(std::uint32_t cq, std::span<core::Wc> out);
   void read_events();     // the event thread
   void lost_daemon();     // device_fatal, once
 
@@ -100,6 +105,13 @@ class DaemonClient final : public DeviceLink {
   std::atomic<bool> gone_{false};
   std::atomic<bool> fatal_raised_{false};
   std::atomic<bool> closing_{false};
+  // Each CQ's ring, and a lock so that one thread at a time consumes it.
+  struct RingedCq {
+    std::unique_ptr<CqRing> ring;
+    std::mutex consumer;
+  };
+  std::shared_mutex cqs_mutex_;  // guards cqs_ (the map, not the rings)
+  std::unordered_map<std::uint32_t, std::unique_ptr<RingedCq>> cqs_;
   std::mutex handlers_mutex_;
   CqEventHandler on_cq_;
   AsyncEventHandler on_async_;

@@ -25,7 +25,7 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;  // 2: shared-memory CQ rings
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19;
@@ -66,6 +66,7 @@ enum class Op : std::uint32_t {
   post_send,
   post_recv,
   post_srq_recv,
+  drain_cq,  // the CQ's ring has room again: move what waits in the engine (cq_ring.hpp)
 };
 
 struct Hello {

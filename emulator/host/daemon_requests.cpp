@@ -3,6 +3,8 @@
 // Each handle a request names must be the client's (DaemonServer::Client's sets), else EINVAL
 // without touching the engine: the kernel's uverbs answers a handle of another process the
 // same way. Objects join the client's sets when created and leave when destroyed.
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +31,8 @@ void log_unreachable(pid_t pid, std::uint64_t addr, int err) {
 
 }  // namespace
 
-bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, std::vector<std::uint8_t>& reply) {
+bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int& passed,
+                          std::vector<std::uint8_t>& reply) {
   daemon::Reader in(request);
   daemon::Writer out(reply);
   const Op op = in.get<Op>();
@@ -187,16 +190,51 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, std:
       return true;
     }
     case Op::create_cq: {
+      // With the client's ring attached (cq_ring.hpp), completions go there; without one the
+      // client polls with requests.
       const auto cqe = in.get<std::uint32_t>();
       if (!in.done()) return false;
-      created(link_.create_cq(cqe), [&](std::uint32_t cq) { adopt(&Client::cqs, cq); });
+      std::unique_ptr<CqRing> ring;
+      if (passed >= 0) {
+        ring = CqRing::adopt(passed);
+        ::close(passed);
+        passed = -1;
+        if (!ring) {
+          status(EINVAL);
+          return true;
+        }
+      }
+      created(link_.create_cq(cqe), [&](std::uint32_t cq) {
+        adopt(&Client::cqs, cq);
+        if (ring) {
+          std::lock_guard lock(rings_mutex_);
+          rings_[cq] = std::move(ring);
+        }
+      });
+      return true;
+    }
+    case Op::drain_cq: {
+      const auto cq = in.get<std::uint32_t>();
+      if (!in.done()) return false;
+      if (!owns(&Client::cqs, cq)) {
+        status(EINVAL);
+        return true;
+      }
+      host_.call([&](core::Device& d, core::Time) {
+        std::lock_guard lock(rings_mutex_);
+        if (auto it = rings_.find(cq); it != rings_.end()) it->second->fill(d, cq);
+      });
+      status(0);
       return true;
     }
     case Op::destroy_cq: {
       const auto cq = in.get<std::uint32_t>();
       if (!in.done()) return false;
       const int err = owns(&Client::cqs, cq) ? link_.destroy_cq(cq) : EINVAL;
-      if (err == 0) forget(&Client::cqs, cq);
+      if (err == 0) {
+        forget(&Client::cqs, cq);
+        forget_ring(cq);
+      }
       status(err);
       return true;
     }

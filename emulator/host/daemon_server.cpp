@@ -1,6 +1,7 @@
 #include "emulator/host/daemon_server.hpp"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -12,6 +13,7 @@
 
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/daemon_socket.hpp"
+#include "emulator/host/short_slice.hpp"
 
 namespace softrdma::host {
 
@@ -57,29 +59,6 @@ int listen_at(const std::string& path, std::optional<gid_t> group, std::string& 
   return fd;
 }
 
-// Hello and the event socket passed with it (SCM_RIGHTS); -1 when the message is not one.
-int receive_hello(int fd, daemon::Hello& hello) {
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  iovec iov{&hello, sizeof hello};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  int passed = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int))) {
-      std::memcpy(&passed, CMSG_DATA(c), sizeof passed);
-    }
-  }
-  if (n != static_cast<ssize_t>(sizeof hello) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-    if (passed >= 0) ::close(passed);
-    return -1;
-  }
-  return passed;
-}
-
 template <class Set>
 bool contains(const Set& set, std::uint32_t key) {
   return set.find(key) != set.end();
@@ -106,6 +85,25 @@ DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOpti
     : host_(host), memory_(memory), link_(host), options_(std::move(options)), listen_fd_(listen_fd), stop_fd_(stop_fd) {
   host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
                            [this](const core::AsyncEvent& e) { send_event(e); });
+  host_.set_completion_sink([this](core::Device& d) { fill_rings(d); });
+}
+
+void DaemonServer::fill_rings(core::Device& device) {
+  device.take_completed_cqs(completed_cqs_);
+  if (completed_cqs_.empty()) return;
+  std::lock_guard lock(rings_mutex_);
+  for (std::uint32_t cq : completed_cqs_) {
+    if (auto it = rings_.find(cq); it != rings_.end()) it->second->fill(device, cq);
+  }
+}
+
+void DaemonServer::forget_ring(std::uint32_t cq) {
+  std::unique_ptr<CqRing> ring;
+  std::lock_guard lock(rings_mutex_);
+  if (auto it = rings_.find(cq); it != rings_.end()) {
+    ring = std::move(it->second);
+    rings_.erase(it);
+  }
 }
 
 DaemonServer::~DaemonServer() { shutdown(); }
@@ -158,12 +156,17 @@ void DaemonServer::reap_finished() {
 }
 
 void DaemonServer::serve(Client& c) {
+  pthread_setname_np(pthread_self(), "srdmad-client");
+  // A client's request wakes this thread while the client's other threads (or other clients)
+  // spin on their CQ rings: with the default slice it would wait milliseconds for a core, as
+  // the progress thread would (short_slice.hpp).
+  request_short_slice();
   daemon::Hello hello;
-  c.events_fd = receive_hello(c.fd, hello);
+  const ssize_t got = receive_with_fd(c.fd, &hello, sizeof hello, c.events_fd);
   std::vector<std::uint8_t> reply;
   Writer out(reply);
   int err = 0;
-  if (c.events_fd < 0 || hello.magic != daemon::kMagic) {
+  if (got != static_cast<ssize_t>(sizeof hello) || c.events_fd < 0 || hello.magic != daemon::kMagic) {
     err = EPROTO;
   } else if (hello.version != daemon::kVersion || hello.layout != daemon::kLayout) {
     err = EPROTONOSUPPORT;  // a shim and a daemon of different builds
@@ -176,12 +179,14 @@ void DaemonServer::serve(Client& c) {
   reply.insert(reply.end(), host_.address().begin(), host_.address().end());
   const bool greeted = ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(reply.size());
   if (err == 0 && greeted && !shutting_down_.load()) {
-    std::vector<std::uint8_t> request(daemon::kMaxMessage + 1);
+    std::vector<std::uint8_t> request(daemon::kMaxMessage);
     for (;;) {
-      const ssize_t n = ::recv(c.fd, request.data(), request.size(), 0);
-      if (n <= 0 || static_cast<std::size_t>(n) > daemon::kMaxMessage) break;
-      if (!handle(c, std::span(request.data(), static_cast<std::size_t>(n)), reply)) break;
-      if (::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
+      int passed = -1;
+      const ssize_t n = receive_with_fd(c.fd, request.data(), request.size(), passed);
+      if (n <= 0) break;
+      const bool ok = handle(c, std::span(request.data(), static_cast<std::size_t>(n)), passed, reply);
+      if (passed >= 0) ::close(passed);  // a descriptor the request had no use for
+      if (!ok || ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
     }
   }
   release(c);
@@ -213,7 +218,10 @@ void DaemonServer::release(Client& c) {
   for (std::uint32_t ah : owned.ahs) link_.destroy_ah(ah);
   for (const auto& [index, key] : owned.mrs) link_.dereg_mr(key);
   for (std::uint32_t srq : owned.srqs) link_.destroy_srq(srq);
-  for (std::uint32_t cq : owned.cqs) link_.destroy_cq(cq);
+  for (std::uint32_t cq : owned.cqs) {
+    link_.destroy_cq(cq);
+    forget_ring(cq);
+  }
   for (std::uint32_t pd : owned.pds) link_.dealloc_pd(pd);
   if (c.slot != 0) host_.call([&](core::Device&, core::Time) { memory_.detach(c.slot); });
 }
@@ -285,6 +293,7 @@ void DaemonServer::shutdown() {
   while (client_count() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ::close(stop_fd_);
   host_.set_event_handlers(nullptr, nullptr);  // the host may outlive this server
+  host_.set_completion_sink(nullptr);
 }
 
 }  // namespace softrdma::host

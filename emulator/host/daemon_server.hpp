@@ -26,7 +26,9 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
+#include "emulator/host/cq_ring.hpp"
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/embedded_link.hpp"
 #include "emulator/host/process_memory.hpp"
@@ -86,12 +88,16 @@ class DaemonServer {
   void accept_loop();
   void admit(int fd);
   void serve(Client& client);
-  // Handles one request; false when the message is malformed (the client is dropped).
-  bool handle(Client& client, std::span<const std::uint8_t> request, std::vector<std::uint8_t>& reply);
+  // Handles one request, with the descriptor that came with it (a request that keeps it sets
+  // `passed` to -1); false when the message is malformed (the client is dropped).
+  bool handle(Client& client, std::span<const std::uint8_t> request, int& passed, std::vector<std::uint8_t>& reply);
   void release(Client& client);  // destroys what the client created
   void send_event(std::uint32_t cq);
   void send_event(const core::AsyncEvent& event);
   void reap_finished();
+  // The completion sink (under the host's lock): new completions into the clients' CQ rings.
+  void fill_rings(core::Device& device);
+  void forget_ring(std::uint32_t cq);
 
   EmbeddedHost& host_;
   ProcessMemory& memory_;
@@ -103,6 +109,10 @@ class DaemonServer {
   std::mutex mutex_;  // guards clients_ and every client's owned objects
   std::list<Client> clients_;
   std::atomic<bool> shutting_down_{false};
+  // The shared CQ rings (cq_ring.hpp) by CQ handle. Lock order: the host's lock, then this.
+  std::mutex rings_mutex_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<CqRing>> rings_;
+  std::vector<std::uint32_t> completed_cqs_;  // fill_rings' scratch, under the host's lock
 };
 
 }  // namespace softrdma::host

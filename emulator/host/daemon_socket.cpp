@@ -33,21 +33,66 @@ int connect_daemon_socket(const std::string& path) {
   return fd;
 }
 
-bool send_daemon_hello(int fd, int event_fd) {
-  daemon::Hello hello;
-  iovec iov{&hello, sizeof hello};
+bool send_with_fd(int sock, const void* data, std::size_t length, int fd) {
+  iovec iov{const_cast<void*>(data), length};
   char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(length);
+}
+
+ssize_t receive_with_fd(int sock, void* buffer, std::size_t length, int& fd) {
+  fd = -1;
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
+  iovec iov{buffer, length};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &event_fd, sizeof event_fd);
-  return ::sendmsg(fd, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof hello);
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (std::size_t i = 0; i < count; ++i) {
+      int passed;
+      std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof passed);
+      if (fd < 0) {
+        fd = passed;
+      } else {
+        ::close(passed);  // one descriptor per message at most
+      }
+    }
+  }
+  if (n >= 0 && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return n;
+}
+
+bool send_daemon_hello(int sock, int event_fd) {
+  const daemon::Hello hello;
+  return send_with_fd(sock, &hello, sizeof hello, event_fd);
 }
 
 }  // namespace softrdma::host

@@ -258,7 +258,13 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
   return sent;
 }
 
+void EmbeddedHost::set_completion_sink(std::function<void(core::Device&)> sink) {
+  std::lock_guard lock(mutex_);
+  completion_sink_ = std::move(sink);
+}
+
 void EmbeddedHost::collect_events() {
+  if (completion_sink_) completion_sink_(device_);
   while (const auto cq = device_.next_cq_event()) events_.push(*cq);
   while (const auto event = device_.next_async_event()) events_.push(*event);
 }

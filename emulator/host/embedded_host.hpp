@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -102,6 +103,10 @@ class EmbeddedHost {
 
   // Completion-channel and async events (see event_delivery.hpp for the threads they run on).
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
+  // Called under the host's lock after every step and call that may have completed work, before
+  // events are delivered: the daemon moves new completions into its clients' shared CQ rings
+  // there (cq_ring.hpp). It must not call into the host. Empty: none.
+  void set_completion_sink(std::function<void(core::Device&)> sink);
 
   HostStats stats();
 
@@ -137,6 +142,7 @@ class EmbeddedHost {
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
+  std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
   EventDelivery events_;
   Doorbell doorbell_;
   const core::Time spin_ns_;

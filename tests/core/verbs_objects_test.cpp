@@ -580,6 +580,38 @@ TEST_CASE("CQ: create, destroy and resize refusals", "[core][verbs][cq]") {
   CHECK(b.dev.req_notify_cq(send_cq, false) == EINVAL);
 }
 
+TEST_CASE("CQ: take_completed_cqs names each CQ that got completions once, then only new ones",
+          "[core][verbs][cq]") {
+  Bare b;
+  const std::uint32_t pd = b.pd(), quiet = b.cq();
+  const auto cq1 = b.dev.create_cq(16), cq2 = b.dev.create_cq(16);
+  const auto qp1 = b.dev.create_qp(b.qp_attr(pd, *cq1)), qp2 = b.dev.create_qp(b.qp_attr(pd, *cq2));
+  REQUIRE((qp1.ok() && qp2.ok()));
+  b.to_error(qp1->qpn);  // receives posted now complete at once, flushed
+  b.to_error(qp2->qpn);
+  std::vector<std::uint32_t> got{99};
+  b.dev.take_completed_cqs(got);
+  CHECK(got.empty());
+  for (std::uint64_t id = 0; id < 3; ++id) REQUIRE(b.dev.post_recv(qp1->qpn, recv_wr(id, {})) == 0);
+  REQUIRE(b.dev.post_recv(qp2->qpn, recv_wr(7, {})) == 0);
+  b.dev.take_completed_cqs(got);
+  CHECK(got == std::vector<std::uint32_t>{*cq1, *cq2});  // once each, in the order they filled
+  b.dev.take_completed_cqs(got);
+  CHECK(got.empty());  // nothing new, though cq1 still holds three
+  REQUIRE(b.dev.post_recv(qp2->qpn, recv_wr(8, {})) == 0);
+  b.dev.take_completed_cqs(got);
+  CHECK(got == std::vector<std::uint32_t>{*cq2});
+  CHECK(std::find(got.begin(), got.end(), quiet) == got.end());
+  // A CQ destroyed while listed is still named once: the caller looks the handle up.
+  REQUIRE(b.dev.post_recv(qp2->qpn, recv_wr(9, {})) == 0);
+  REQUIRE(b.dev.destroy_qp(qp2->qpn) == 0);
+  REQUIRE(b.dev.destroy_cq(*cq2) == 0);
+  b.dev.take_completed_cqs(got);
+  CHECK(got == std::vector<std::uint32_t>{*cq2});
+  b.dev.take_completed_cqs(got);
+  CHECK(got.empty());
+}
+
 TEST_CASE("CQ: resize below its contents is EINVAL, an overflow is one cq_err and lost completions",
           "[core][verbs][cq]") {
   Bare b;
