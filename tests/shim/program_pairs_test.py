@@ -15,6 +15,8 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
   daemon.NAME   a loop pair on one softrdmad (both programs with `softrdma run --daemon`, so
                 they share its device and address); softrdmad must then exit 0 on SIGTERM.
                 The daemon is $SOFTRDMAD (CMake sets it).
+  daemons.NAME  a netns pair (DAEMON_NETNS_PAIRS) with one softrdmad on each "host", on the
+                veth's addresses; the programs attach to their host's daemon.
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
                 pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
@@ -170,6 +172,10 @@ PAIRS += [
     perftest("ib_atomic_lat.cmp_swap", "ib_atomic_lat", ["-A", "CMP_AND_SWAP"], 8, LAT_ITERS, server_row=False),
 ]
 
+# Pairs run between two daemons in two namespaces (daemons.NAME): one of each kind of traffic.
+DAEMON_NETNS_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ibv_srq_pingpong.chk", "ib_write_bw.rc",
+                      "ib_read_bw.rc", "ib_send_lat.rc", "ib_atomic_bw.fetch_add"]
+
 # The capture check: one RC pair across the veth while tcpdump records it. 20 exchanges of
 # 4096 bytes at rc_pingpong's default path MTU of 1024: at least 20 x 2 x 4 SEND packets.
 CAPTURES = {"ibv_rc_pingpong": pingpong("ibv_rc_pingpong", "ibv_rc_pingpong", ["-c", "-n", "20"], 4096, 20)}
@@ -182,6 +188,7 @@ def test_names():
     for mode in ("loop", "netns"):
         names += [f"{mode}.{p.name}" for p in PAIRS if mode in p.modes]
     names += [f"daemon.{p.name}" for p in PAIRS if "loop" in p.modes]
+    names += [f"daemons.{name}" for name in DAEMON_NETNS_PAIRS]
     names += [f"capture.{name}" for name in CAPTURES]
     return names
 
@@ -191,7 +198,7 @@ def find_pair(name):
     if mode == "capture":
         return mode, CAPTURES.get(rest)
     for p in PAIRS:
-        if p.name == rest and ("loop" if mode == "daemon" else mode) in p.modes:
+        if p.name == rest and {"daemon": "loop", "daemons": "netns"}.get(mode, mode) in p.modes:
             return mode, p
     return mode, None
 
@@ -390,8 +397,10 @@ def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None, server_o
         client_run = [softrdma, "run", *client_opts, "--"]
         server_host = "127.0.0.1"
     else:
-        server_run = [softrdma, "run", "--ip", NETNS_ADDR[0], *server_opts, "--"]
-        client_run = [softrdma, "run", "--ip", NETNS_ADDR[1], *client_opts, "--"]
+        def attach(opts, addr):  # a device of its own on the host's address, or the host's daemon's
+            return [] if any(o.startswith("--daemon") for o in opts) else ["--ip", addr]
+        server_run = [softrdma, "run", *attach(server_opts, NETNS_ADDR[0]), *server_opts, "--"]
+        client_run = [softrdma, "run", *attach(client_opts, NETNS_ADDR[1]), *client_opts, "--"]
         server_host = NETNS_ADDR[0]
     deadline = time.monotonic() + PAIR_TIMEOUT
     # UC and UD have no retransmission: a datagram the kernel drops (a full socket buffer)
@@ -464,31 +473,67 @@ def check_loop(pair, softrdma):
     return finish()
 
 
+def softrdmad_path():
+    softrdmad = os.environ.get("SOFTRDMAD", "")
+    if not os.path.exists(softrdmad):
+        skip(f"softrdmad is not at '{softrdmad}' (set SOFTRDMAD)")
+    return softrdmad
+
+
+def start_daemon(softrdmad, work, tag, extra=(), netns_pid=None):
+    """softrdmad on a socket in WORK (in the namespace of NETNS_PID if given); the Side and
+    the socket, or (None, None) after a failed check."""
+    sock = os.path.join(work, f"{tag}.sock")
+    daemon = Side(tag, [softrdmad, "--socket", sock, *extra], work, tag, netns_pid=netns_pid)
+    deadline = time.monotonic() + LISTEN_TIMEOUT
+    while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not check(os.path.exists(sock), f"softrdmad listens on {sock}", daemon.report()):
+        daemon.kill()
+        return None, None
+    return daemon, sock
+
+
+def stop_daemons(daemons, passed):
+    """SIGTERM to each: it must exit 0 within 10 s."""
+    for daemon in daemons:
+        daemon.proc.send_signal(signal.SIGTERM)
+        daemon.wait(time.monotonic() + 10)
+        stopped = check(not daemon.timed_out and daemon.proc.returncode == 0, f"{daemon.role} exits 0 on SIGTERM")
+        if not passed or not stopped:
+            print(daemon.report(), flush=True)
+
+
 def check_daemon(pair, softrdma):
     """PAIR on loopback with both programs on one softrdmad, which must then shut down
     cleanly on SIGTERM."""
     need_program(pair.program)
-    softrdmad = os.environ.get("SOFTRDMAD", "")
-    if not os.path.exists(softrdmad):
-        skip(f"softrdmad is not at '{softrdmad}' (set SOFTRDMAD)")
+    softrdmad = softrdmad_path()
     with tempfile.TemporaryDirectory(prefix="softrdma-daemon-") as work:
-        sock = os.path.join(work, "softrdmad.sock")
-        daemon = Side("daemon", [softrdmad, "--socket", sock], work, "daemon")
-        deadline = time.monotonic() + LISTEN_TIMEOUT
-        while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        if not check(os.path.exists(sock), f"softrdmad listens on {sock}"):
-            daemon.kill()
-            print(daemon.report())
+        daemon, sock = start_daemon(softrdmad, work, "softrdmad")
+        if daemon is None:
             return finish()
         sides = run_pair(pair, "loop", work, softrdma, "daemon", server_opts=[f"--daemon={sock}"],
                          client_opts=[f"--daemon={sock}"])
         judged = sides is not None and judge_pair(pair, "loop", *sides)
-        daemon.proc.send_signal(signal.SIGTERM)
-        daemon.wait(time.monotonic() + 10)
-        stopped = check(not daemon.timed_out and daemon.proc.returncode == 0, "softrdmad exits 0 on SIGTERM")
-        if not judged or not stopped:
-            print(daemon.report(), flush=True)
+        stop_daemons([daemon], judged)
+    return finish()
+
+
+def check_daemons(pair, softrdma, host_netns):
+    """PAIR between two namespaces, each program on its own namespace's softrdmad."""
+    inside_own_namespace(host_netns)
+    softrdmad = softrdmad_path()
+    with tempfile.TemporaryDirectory(prefix="softrdma-daemons-") as work, TwoHosts() as hosts:
+        server_daemon, server_sock = start_daemon(softrdmad, work, "softrdmad-A", ["--ip", NETNS_ADDR[0]])
+        client_daemon, client_sock = start_daemon(softrdmad, work, "softrdmad-B", ["--ip", NETNS_ADDR[1]],
+                                                  netns_pid=hosts.holder.pid)
+        if server_daemon is None or client_daemon is None:
+            return finish()
+        sides = run_pair(pair, "netns", work, softrdma, "daemons", client_netns_pid=hosts.holder.pid,
+                         server_opts=[f"--daemon={server_sock}"], client_opts=[f"--daemon={client_sock}"])
+        judged = sides is not None and judge_pair(pair, "netns", *sides)
+        stop_daemons([server_daemon, client_daemon], judged)
     return finish()
 
 
@@ -678,7 +723,7 @@ def main(argv):
         print(f"unknown test {name}; --list shows them", file=sys.stderr)
         return 2
     if host_netns is None:
-        print(f"pair {name}: {' '.join(pair.argv(mode if mode in ('loop', 'daemon') else 'netns', 'PORT'))}", flush=True)
+        print(f"pair {name}: {' '.join(pair.argv('loop' if mode in ('loop', 'daemon') else 'netns', 'PORT'))}", flush=True)
     try:
         if mode == "loop":
             return check_loop(pair, softrdma)
@@ -699,6 +744,8 @@ def main(argv):
             os.execvp(inner[0], inner)
         if mode == "netns":
             return check_netns(pair, softrdma, host_netns)
+        if mode == "daemons":
+            return check_daemons(pair, softrdma, host_netns)
         return check_capture(pair, softrdma, host_netns, tshark_validate, CAPTURE_SEND_PACKETS[pair.name])
     except subprocess.TimeoutExpired as e:
         print(f"FAIL timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
