@@ -2,11 +2,13 @@
 // transport itself is in requester.cpp, responder.cpp and completer.cpp.
 #include "emulator/core/device.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 
 #include "emulator/core/psn.hpp"
 #include "emulator/core/transport.hpp"
+#include "emulator/core/wr_checks.hpp"
 
 namespace softrdma::core {
 namespace {
@@ -20,21 +22,6 @@ std::uint64_t sge_total(const std::vector<Sge>& sges) {
   return n;
 }
 
-bool valid_opcode(QpType type, WrOpcode op) {
-  switch (op) {
-    case WrOpcode::send:
-    case WrOpcode::send_with_imm: return true;
-    case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm:
-    case WrOpcode::local_inv:
-    case WrOpcode::bind_mw: return type != QpType::ud;
-    case WrOpcode::send_with_inv:  // RC only: UC has no SEND-with-Invalidate opcode
-    case WrOpcode::rdma_read:
-    case WrOpcode::atomic_cmp_and_swp:
-    case WrOpcode::atomic_fetch_and_add: return type == QpType::rc;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -483,10 +470,23 @@ int Device::destroy_qp(std::uint32_t qpn) {
   return 0;
 }
 
+std::optional<std::uint32_t> Device::room(WorkQueue queue, std::uint32_t handle) const {
+  if (queue == WorkQueue::srq) {
+    const Srq* s = srqs_.find(handle);
+    if (!s) return std::nullopt;
+    return s->max_wr - static_cast<std::uint32_t>(std::min<std::size_t>(s->queue.size(), s->max_wr));
+  }
+  const Qp* q = qp(handle);
+  if (!q || (queue == WorkQueue::recv && q->init.srq)) return std::nullopt;
+  const std::size_t used = queue == WorkQueue::send ? q->sq.size() : q->rq.size();
+  const std::uint32_t max = queue == WorkQueue::send ? q->init.cap.max_send_wr : q->init.cap.max_recv_wr;
+  return max - static_cast<std::uint32_t>(std::min<std::size_t>(used, max));
+}
+
 int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
   Qp* q = find_qp(qpn);
-  if (!q || q->init.srq || q->state() == QpState::reset) return EINVAL;
-  if (wr.sg_list.size() > q->init.cap.max_recv_sge) return EINVAL;
+  if (!q || q->init.srq) return EINVAL;
+  if (const int err = check_recv_wr(q->state(), q->init.cap, wr)) return err;
   if (q->rq.size() >= q->init.cap.max_recv_wr) return ENOMEM;
   q->rq.push_back({wr, sge_total(wr.sg_list)});
   if (q->state() == QpState::err) flush(*q);
@@ -496,14 +496,9 @@ int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
 int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   Qp* q = find_qp(qpn);
   if (!q) return EINVAL;
-  // A send queue accepts work from RTS on (and in SQD/SQE/ERR, where it waits or is
-  // flushed); before RTS there is nowhere to send it (s10.3.1).
   const QpState s = q->state();
-  if (s == QpState::reset || s == QpState::init || s == QpState::rtr) return EINVAL;
-  if (!valid_opcode(q->init.qp_type, wr.opcode)) return EINVAL;
+  if (const int err = check_send_wr(q->init.qp_type, s, q->init.cap, wr)) return err;
   const bool inline_data = (wr.flags & send_flags::inline_data) != 0;
-  if (inline_data ? wr.inline_data.size() > q->init.cap.max_inline_data : wr.sg_list.size() > q->init.cap.max_send_sge)
-    return EINVAL;
   if (q->init.qp_type == QpType::ud && !ahs_.find(wr.ah)) return EINVAL;
   if (q->sq.size() >= q->init.cap.max_send_wr) return ENOMEM;
   SendWqe w;

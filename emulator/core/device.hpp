@@ -164,6 +164,10 @@ class Device {
   int destroy_qp(std::uint32_t qpn);
   int post_send(Time now, std::uint32_t qpn, const SendWr& wr);
   int post_recv(std::uint32_t qpn, const RecvWr& wr);
+  // How many more WRs a queue takes before posting answers ENOMEM: a QP's send or receive
+  // queue, or an SRQ; none for an unknown handle or the receive queue of a QP on an SRQ.
+  enum class WorkQueue : std::uint8_t { send, recv, srq };
+  std::optional<std::uint32_t> room(WorkQueue queue, std::uint32_t handle) const;
 
   // The network side.
   void receive(Time now, const RxPacket& packet);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "emulator/core/wr_checks.hpp"
 #include "emulator/host/daemon_socket.hpp"
 
 namespace softrdma::host {
@@ -43,12 +44,14 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   const bool sent = send_daemon_hello(fd, pair[1]);
   ::close(pair[1]);  // the daemon holds its own copy now
   std::vector<std::uint8_t> reply(daemon::kMaxMessage);
-  const ssize_t n = sent ? ::recv(fd, reply.data(), reply.size(), 0) : -1;
+  int doorbell = -1;
+  const ssize_t n = sent ? receive_with_fd(fd, reply.data(), reply.size(), doorbell) : -1;
   Reader in(std::span<const std::uint8_t>(reply.data(), n > 0 ? static_cast<std::size_t>(n) : 0));
   const auto err = in.get<std::int32_t>();
   if (!in.ok() || err != 0) {
     ::close(fd);
     ::close(pair[0]);
+    if (doorbell >= 0) ::close(doorbell);
     if (!in.ok()) return {nullptr, "softrdmad at " + path + " closed the connection during the greeting"};
     return {nullptr, hello_error(err, path)};
   }
@@ -58,7 +61,24 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
   std::unique_ptr<DaemonClient> client(new DaemonClient(fd, pair[0], cred.pid, std::string(rest.begin(), rest.end())));
   client->events_thread_ = std::thread([c = client.get()] { c->read_events(); });
+  client->attach_work_ring(doorbell);
   return {std::move(client), {}};
+}
+
+// Without a work ring (no doorbell, no shared memory, a daemon that refuses it) posts travel as
+// requests: slower, same results.
+void DaemonClient::attach_work_ring(int doorbell) {
+  if (doorbell < 0) return;
+  int fd = -1;
+  std::string error;
+  std::unique_ptr<WorkRing> ring = WorkRing::create(fd, error);
+  if (ring && simple_with_fd(Op::attach_work_ring, fd) == 0) {
+    work_ = std::move(ring);
+    doorbell_fd_ = doorbell;
+  } else {
+    ::close(doorbell);
+  }
+  if (fd >= 0) ::close(fd);
 }
 
 DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address)
@@ -67,6 +87,7 @@ DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string 
 
 DaemonClient::~DaemonClient() {
   closing_.store(true);
+  if (doorbell_fd_ >= 0) ::close(doorbell_fd_);
   ::shutdown(events_fd_, SHUT_RDWR);
   if (events_thread_.joinable()) events_thread_.join();
   ::close(events_fd_);
@@ -142,6 +163,11 @@ core::Expected<T> DaemonClient::create(Op op, auto&& encode) {
 int DaemonClient::simple(Op op, auto&&... args) {
   return transact(
       op, [&](Writer& out) { (out.put(args), ...); }, [](Reader&, int) {});
+}
+
+int DaemonClient::simple_with_fd(Op op, int fd) {
+  return transact(
+      op, [](Writer&) {}, [](Reader&, int) {}, fd);
 }
 
 core::Expected<std::uint32_t> DaemonClient::alloc_pd() {
@@ -271,18 +297,24 @@ int DaemonClient::req_notify_cq(std::uint32_t cq, bool solicited_only) {
 
 core::Expected<std::uint32_t> DaemonClient::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
                                                        std::uint32_t limit) {
-  return create<std::uint32_t>(Op::create_srq, [&](Writer& out) {
+  auto srq = create<std::uint32_t>(Op::create_srq, [&](Writer& out) {
     out.put(pd);
     out.put(max_wr);
     out.put(max_sge);
     out.put(limit);
   });
+  std::lock_guard lock(post_mutex_);
+  if (srq) srq_views_[*srq] = SrqView{max_sge, 0};
+  return srq;
 }
 
 int DaemonClient::modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr,
                              bool set_limit) {
-  return simple(Op::modify_srq, srq, max_wr, limit, static_cast<std::uint8_t>(set_max_wr),
-                static_cast<std::uint8_t>(set_limit));
+  const int err = simple(Op::modify_srq, srq, max_wr, limit, static_cast<std::uint8_t>(set_max_wr),
+                         static_cast<std::uint8_t>(set_limit));
+  std::lock_guard lock(post_mutex_);
+  if (auto it = srq_views_.find(srq); err == 0 && it != srq_views_.end()) it->second.credits = 0;  // ask again
+  return err;
 }
 
 int DaemonClient::query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) {
@@ -296,23 +328,47 @@ int DaemonClient::query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint3
       });
 }
 
-int DaemonClient::destroy_srq(std::uint32_t srq) { return simple(Op::destroy_srq, srq); }
+int DaemonClient::destroy_srq(std::uint32_t srq) {
+  const int err = simple(Op::destroy_srq, srq);
+  std::lock_guard lock(post_mutex_);
+  if (err == 0) srq_views_.erase(srq);
+  return err;
+}
 
 core::Expected<std::uint32_t> DaemonClient::create_ah(std::uint32_t pd, const core::AddressVector& av) {
-  return create<std::uint32_t>(Op::create_ah, [&](Writer& out) {
+  auto ah = create<std::uint32_t>(Op::create_ah, [&](Writer& out) {
     out.put(pd);
     out.put(av);
   });
+  std::lock_guard lock(post_mutex_);
+  if (ah) ahs_.insert(*ah);
+  return ah;
 }
 
-int DaemonClient::destroy_ah(std::uint32_t ah) { return simple(Op::destroy_ah, ah); }
+int DaemonClient::destroy_ah(std::uint32_t ah) {
+  const int err = simple(Op::destroy_ah, ah);
+  std::lock_guard lock(post_mutex_);
+  if (err == 0) ahs_.erase(ah);
+  return err;
+}
 
 core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& attr) {
-  return create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
+  auto qp = create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
+  std::lock_guard lock(post_mutex_);
+  if (qp) qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.srq != 0, 0, 0};
+  return qp;
 }
 
+// A QP leaves RESET, INIT and RTR only through this: the engine itself moves QPs only among
+// states that take WRs alike (RTS, SQD, SQE, ERR), so the view's state is exact for the checks.
 int DaemonClient::modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) {
-  return simple(Op::modify_qp, qpn, attr, mask);
+  const int err = simple(Op::modify_qp, qpn, attr, mask);
+  std::lock_guard lock(post_mutex_);
+  if (auto it = qp_views_.find(qpn); err == 0 && it != qp_views_.end()) {
+    if (mask & core::qp_attr::state) it->second.state = attr.qp_state;
+    it->second.send_credits = it->second.recv_credits = 0;  // RESET empties queues: ask again
+  }
+  return err;
 }
 
 int DaemonClient::query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) {
@@ -325,7 +381,12 @@ int DaemonClient::query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAt
       });
 }
 
-int DaemonClient::destroy_qp(std::uint32_t qpn) { return simple(Op::destroy_qp, qpn); }
+int DaemonClient::destroy_qp(std::uint32_t qpn) {
+  const int err = simple(Op::destroy_qp, qpn);
+  std::lock_guard lock(post_mutex_);
+  if (err == 0) qp_views_.erase(qpn);
+  return err;
+}
 
 namespace {
 
@@ -380,15 +441,127 @@ int DaemonClient::post_batches(Op op, std::uint32_t queue, std::span<const Wr> w
 }
 
 int DaemonClient::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) {
-  return post_batches(Op::post_send, qpn, wrs, posted);
+  std::unique_lock lock(post_mutex_);
+  if (!work_) {
+    lock.unlock();
+    return post_batches(Op::post_send, qpn, wrs, posted);
+  }
+  posted = 0;
+  const auto it = qp_views_.find(qpn);
+  if (it == qp_views_.end()) return EINVAL;
+  QpView& v = it->second;
+  return post_via_ring(Op::post_send, qpn, core::Device::WorkQueue::send, v.send_credits, wrs, posted,
+                       [&](const core::SendWr& wr) {
+                         if (const int err = core::check_send_wr(v.type, v.state, v.cap, wr)) return err;
+                         if (v.type == core::QpType::ud && !ahs_.contains(wr.ah)) return EINVAL;
+                         return 0;
+                       });
 }
 
 int DaemonClient::post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) {
-  return post_batches(Op::post_recv, qpn, wrs, posted);
+  std::unique_lock lock(post_mutex_);
+  if (!work_) {
+    lock.unlock();
+    return post_batches(Op::post_recv, qpn, wrs, posted);
+  }
+  posted = 0;
+  const auto it = qp_views_.find(qpn);
+  if (it == qp_views_.end() || it->second.on_srq) return EINVAL;
+  QpView& v = it->second;
+  return post_via_ring(Op::post_recv, qpn, core::Device::WorkQueue::recv, v.recv_credits, wrs, posted,
+                       [&](const core::RecvWr& wr) { return core::check_recv_wr(v.state, v.cap, wr); });
 }
 
 int DaemonClient::post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) {
-  return post_batches(Op::post_srq_recv, srq, wrs, posted);
+  std::unique_lock lock(post_mutex_);
+  if (!work_) {
+    lock.unlock();
+    return post_batches(Op::post_srq_recv, srq, wrs, posted);
+  }
+  posted = 0;
+  const auto it = srq_views_.find(srq);
+  if (it == srq_views_.end()) return EINVAL;
+  SrqView& v = it->second;
+  return post_via_ring(Op::post_srq_recv, srq, core::Device::WorkQueue::srq, v.credits, wrs, posted,
+                       [&](const core::RecvWr& wr) { return wr.sg_list.size() > v.max_sge ? EINVAL : 0; });
+}
+
+template <class Wr, class Check>
+int DaemonClient::post_via_ring(Op op, std::uint32_t queue, core::Device::WorkQueue which, std::uint32_t& credits,
+                                std::span<const Wr> wrs, std::size_t& posted, Check&& check) {
+  posted = 0;
+  if (gone_.load()) return EIO;
+  Writer out(record_);
+  std::size_t in_record = 0;
+  const auto begin = [&] {
+    out.clear();
+    out.put(op);
+    out.put(queue);
+    out.put(std::uint32_t{0});  // the count, once known
+    in_record = 0;
+  };
+  // Puts the WRs so far in the ring; they are posted from then on.
+  const auto flush = [&] {
+    if (in_record == 0) return true;
+    out.put_at(sizeof(Op) + sizeof(std::uint32_t), static_cast<std::uint32_t>(in_record));
+    if (!push_record()) return false;
+    posted += in_record;
+    begin();
+    return true;
+  };
+  begin();
+  int err = 0;
+  for (const Wr& wr : wrs) {
+    if ((err = check(wr)) != 0) break;
+    if (credits == 0) {
+      // Out of known room: what is queued must reach the engine first, then it says how much
+      // is left (the daemon runs this client's ring before answering any request).
+      if (!flush()) return EIO;
+      ring_doorbell();
+      std::uint32_t room = 0;
+      err = transact(
+          Op::queue_room,
+          [&](Writer& w) {
+            w.put(which);
+            w.put(queue);
+          },
+          [&](Reader& in, int e) {
+            if (e == 0) room = in.get<std::uint32_t>();
+          });
+      if (err == 0 && room == 0) err = ENOMEM;
+      if (err != 0) break;
+      credits = room;
+    }
+    if (in_record > 0 && out.size() + encoded_bound(wr) > daemon::kMaxMessage && !flush()) return EIO;
+    if constexpr (std::is_same_v<Wr, core::SendWr>) {
+      out.put_send_wr(wr);
+    } else {
+      out.put_recv_wr(wr);
+    }
+    ++in_record;
+    --credits;
+  }
+  if (!flush()) return EIO;
+  ring_doorbell();
+  return err;
+}
+
+bool DaemonClient::push_record() {
+  // A full ring (1 MiB of WRs the daemon has not taken yet) waits for it, as a full doorbell
+  // queue holds a NIC driver back.
+  for (int tries = 0; !work_->push(record_); ++tries) {
+    if (gone_.load()) return false;
+    ring_doorbell();
+    if (tries > 100'000) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+void DaemonClient::ring_doorbell() {
+  if (!work_->daemon_asleep()) return;  // awake: it will find the record (work_ring.hpp)
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(doorbell_fd_, &one, sizeof one);
 }
 
 }  // namespace softrdma::host

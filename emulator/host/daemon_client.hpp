@@ -1,7 +1,12 @@
 // The verbs shim's side of softrdmad (daemon mode, SOFTRDMA_DAEMON): verbs are requests on the
-// daemon's control socket (daemon_protocol.hpp), except polling: each CQ has a ring in shared
-// memory that the daemon fills (cq_ring.hpp), so ibv_poll_cq makes no system call. Events
-// arrive on a second socket that a thread of this client reads.
+// daemon's control socket (daemon_protocol.hpp), except the data path. Each CQ has a ring in
+// shared memory that the daemon fills (cq_ring.hpp), so ibv_poll_cq makes no system call; posts
+// go into one work ring (work_ring.hpp) that the daemon's progress thread drains, with a
+// doorbell only while it sleeps. So that ibv_post_send still answers EINVAL and ENOMEM as the
+// engine would, the client keeps a view of each queue (type, state, limits: the engine's own
+// checks, core/wr_checks.hpp) and credits: WRs the queue is known to take, refreshed with a
+// request (queue_room) when they run out. Events arrive on a second socket that a thread of
+// this client reads.
 //
 // Requests from all threads share one connection, one at a time, as the kernel's uverbs file
 // serialises commands per context. When the daemon goes away, every verb fails with EIO and
@@ -15,11 +20,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "emulator/host/cq_ring.hpp"
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/device_link.hpp"
+#include "emulator/host/work_ring.hpp"
 
 namespace softrdma::host {
 
@@ -92,6 +99,15 @@ class DaemonClient final : public DeviceLink {
   int post_batches(daemon::Op op, std::uint32_t queue, std::span<const Wr> wrs, std::size_t& posted);
 
   int poll_by_request(std::uint32_t cq, std::span<core::Wc> out);
+  int simple_with_fd(daemon::Op op, int fd);
+  void attach_work_ring(int doorbell);
+  // Posting through the work ring, with post_mutex_ held: each WR passes `check` (0 or an
+  // errno) and takes a credit of `credits`.
+  template <class Wr, class Check>
+  int post_via_ring(daemon::Op op, std::uint32_t queue, core::Device::WorkQueue which, std::uint32_t& credits,
+                    std::span<const Wr> wrs, std::size_t& posted, Check&& check);
+  bool push_record();  // record_ into the work ring, waiting for room; false when the daemon is gone
+  void ring_doorbell();
   void read_events();     // the event thread
   void lost_daemon();     // device_fatal, once
 
@@ -110,6 +126,26 @@ class DaemonClient final : public DeviceLink {
     std::unique_ptr<CqRing> ring;
     std::mutex consumer;
   };
+  // The posting side: what the engine would check, known here (see the top of this file).
+  struct QpView {
+    core::QpType type = core::QpType::rc;
+    core::QpState state = core::QpState::reset;
+    core::QpCap cap;
+    bool on_srq = false;
+    std::uint32_t send_credits = 0;
+    std::uint32_t recv_credits = 0;
+  };
+  struct SrqView {
+    std::uint32_t max_sge = 0;
+    std::uint32_t credits = 0;
+  };
+  std::mutex post_mutex_;  // guards the views, work_'s producer side and record_
+  std::unordered_map<std::uint32_t, QpView> qp_views_;
+  std::unordered_map<std::uint32_t, SrqView> srq_views_;
+  std::unordered_set<std::uint32_t> ahs_;
+  std::unique_ptr<WorkRing> work_;  // null: posts go as requests
+  int doorbell_fd_ = -1;
+  std::vector<std::uint8_t> record_;
   std::shared_mutex cqs_mutex_;  // guards cqs_ (the map, not the rings)
   std::unordered_map<std::uint32_t, std::unique_ptr<RingedCq>> cqs_;
   std::mutex handlers_mutex_;

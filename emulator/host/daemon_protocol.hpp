@@ -25,7 +25,7 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 2;  // 2: shared-memory CQ rings
+inline constexpr std::uint32_t kVersion = 3;  // 2: shared-memory CQ rings; 3: work rings
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19;
@@ -67,6 +67,8 @@ enum class Op : std::uint32_t {
   post_recv,
   post_srq_recv,
   drain_cq,  // the CQ's ring has room again: move what waits in the engine (cq_ring.hpp)
+  attach_work_ring,  // with the client's work ring attached (work_ring.hpp)
+  queue_room,        // u8 Device::WorkQueue, u32 handle -> u32 WRs the queue still takes
 };
 
 struct Hello {
@@ -74,7 +76,9 @@ struct Hello {
   std::uint32_t version = kVersion;
   std::uint32_t layout = kLayout;
 };
-// Hello's reply: errno, then the device's address as text (the rest of the message).
+// Hello's reply: errno, then the device's address as text (the rest of the message), with the
+// progress thread's doorbell eventfd attached (SCM_RIGHTS) for clients that post through a
+// work ring.
 
 enum class EventKind : std::uint32_t {
   cq = 1,     // `a`: the CQ whose notification fired
@@ -92,6 +96,7 @@ static_assert(std::is_trivially_copyable_v<Hello> && std::is_trivially_copyable_
 class Writer {
  public:
   explicit Writer(std::vector<std::uint8_t>& out) : out_(out) { out_.clear(); }
+  void clear() { out_.clear(); }
 
   template <class T>
   void put(const T& value) {

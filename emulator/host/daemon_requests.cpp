@@ -396,6 +396,36 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       out.put(static_cast<std::uint32_t>(posted));
       return true;
     }
+    case Op::attach_work_ring: {
+      if (!in.done()) return false;
+      std::unique_ptr<WorkRing> ring = passed >= 0 ? WorkRing::adopt(passed) : nullptr;
+      if (passed >= 0) ::close(passed);
+      passed = -1;
+      std::lock_guard ring_lock(ring_clients_mutex_);
+      std::lock_guard work_lock(c.work_mutex);
+      if (!ring || c.work) {
+        status(EINVAL);  // no ring, or a second one
+        return true;
+      }
+      // Asleep until the progress thread says otherwise: it may be asleep already, having
+      // announced it to the rings it knew, and the client's first post must then wake it.
+      ring->set_asleep(true);
+      c.work = std::move(ring);
+      ring_clients_.push_back(&c);
+      status(0);
+      return true;
+    }
+    case Op::queue_room: {
+      const auto which = in.get<core::Device::WorkQueue>();
+      const auto handle = in.get<std::uint32_t>();
+      if (!in.done() || which > core::Device::WorkQueue::srq) return false;
+      const bool owned = which == core::Device::WorkQueue::srq ? owns(&Client::srqs, handle) : owns(&Client::qps, handle);
+      const auto room = owned ? host_.call([&](core::Device& d, core::Time) { return d.room(which, handle); })
+                              : std::nullopt;
+      status(room ? 0 : EINVAL);
+      if (room) out.put(*room);
+      return true;
+    }
     case Op::post_recv:
     case Op::post_srq_recv: {
       const auto queue = in.get<std::uint32_t>();

@@ -86,6 +86,7 @@ DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOpti
   host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
                            [this](const core::AsyncEvent& e) { send_event(e); });
   host_.set_completion_sink([this](core::Device& d) { fill_rings(d); });
+  host_.set_work_source(this);
 }
 
 void DaemonServer::fill_rings(core::Device& device) {
@@ -177,13 +178,14 @@ void DaemonServer::serve(Client& c) {
   }
   out.put(static_cast<std::int32_t>(err));
   reply.insert(reply.end(), host_.address().begin(), host_.address().end());
-  const bool greeted = ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(reply.size());
+  const bool greeted = send_with_fd(c.fd, reply.data(), reply.size(), err == 0 ? host_.doorbell_fd() : -1);
   if (err == 0 && greeted && !shutting_down_.load()) {
     std::vector<std::uint8_t> request(daemon::kMaxMessage);
     for (;;) {
       int passed = -1;
       const ssize_t n = receive_with_fd(c.fd, request.data(), request.size(), passed);
       if (n <= 0) break;
+      drain_work(c);  // what the client posted before this request comes first
       const bool ok = handle(c, std::span(request.data(), static_cast<std::size_t>(n)), passed, reply);
       if (passed >= 0) ::close(passed);  // a descriptor the request had no use for
       if (!ok || ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
@@ -202,6 +204,12 @@ void DaemonServer::serve(Client& c) {
 // Destroys what the client left, in the order the verbs require (QPs before the CQs, SRQs and
 // PDs they use; MWs before the MRs they are bound to), then frees its memory slot.
 void DaemonServer::release(Client& c) {
+  {
+    std::lock_guard ring_lock(ring_clients_mutex_);
+    std::erase(ring_clients_, &c);
+    std::lock_guard work_lock(c.work_mutex);
+    c.work.reset();
+  }
   Client owned;
   {
     std::lock_guard lock(mutex_);
@@ -224,6 +232,52 @@ void DaemonServer::release(Client& c) {
   }
   for (std::uint32_t pd : owned.pds) link_.dealloc_pd(pd);
   if (c.slot != 0) host_.call([&](core::Device&, core::Time) { memory_.detach(c.slot); });
+}
+
+bool DaemonServer::drain_work(Client& c) {
+  std::lock_guard lock(c.work_mutex);
+  if (!c.work) return false;
+  thread_local std::vector<std::uint8_t> reply;
+  bool any = false;
+  std::span<const std::uint8_t> record;
+  for (;;) {
+    if (!c.work->next(record)) {
+      ::shutdown(c.fd, SHUT_RDWR);  // a ring of nonsense: drop the client, as for a bad request
+      return any;
+    }
+    if (record.empty()) return any;
+    // Only posts travel this way; anything else is a client that does not speak the protocol.
+    daemon::Reader peek(record);
+    const auto op = peek.get<Op>();
+    int no_fd = -1;
+    if ((op != Op::post_send && op != Op::post_recv && op != Op::post_srq_recv) || !handle(c, record, no_fd, reply)) {
+      ::shutdown(c.fd, SHUT_RDWR);
+      return any;
+    }
+    c.work->pop();
+    any = true;
+  }
+}
+
+bool DaemonServer::pull() {
+  std::lock_guard lock(ring_clients_mutex_);
+  bool any = false;
+  for (Client* c : ring_clients_) any |= drain_work(*c);
+  return any;
+}
+
+bool DaemonServer::going_to_sleep() {
+  std::lock_guard lock(ring_clients_mutex_);
+  for (Client* c : ring_clients_) c->work->set_asleep(true);
+  for (Client* c : ring_clients_) {
+    if (!c->work->empty()) return true;  // posted meanwhile: woke() clears the flags
+  }
+  return false;
+}
+
+void DaemonServer::woke() {
+  std::lock_guard lock(ring_clients_mutex_);
+  for (Client* c : ring_clients_) c->work->set_asleep(false);
 }
 
 void DaemonServer::send_event(std::uint32_t cq) {
@@ -294,6 +348,7 @@ void DaemonServer::shutdown() {
   ::close(stop_fd_);
   host_.set_event_handlers(nullptr, nullptr);  // the host may outlive this server
   host_.set_completion_sink(nullptr);
+  host_.set_work_source(nullptr);
 }
 
 }  // namespace softrdma::host

@@ -32,6 +32,7 @@
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/embedded_link.hpp"
 #include "emulator/host/process_memory.hpp"
+#include "emulator/host/work_ring.hpp"
 
 namespace softrdma::host {
 
@@ -52,7 +53,7 @@ struct DaemonStart {
   std::string error;
 };
 
-class DaemonServer {
+class DaemonServer final : private WorkSource {
  public:
   // Listens on options.socket_path (replacing a stale socket file, refusing a live one) and
   // starts accepting. `host` must have been started with `memory` as its HostConfig::memory.
@@ -82,6 +83,9 @@ class DaemonServer {
     std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
     std::thread thread;
     std::atomic<bool> finished{false};
+    // Its work ring (work_ring.hpp), set once by attach_work_ring; one consumer at a time.
+    std::mutex work_mutex;
+    std::unique_ptr<WorkRing> work;
   };
   DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd);
 
@@ -98,6 +102,12 @@ class DaemonServer {
   // The completion sink (under the host's lock): new completions into the clients' CQ rings.
   void fill_rings(core::Device& device);
   void forget_ring(std::uint32_t cq);
+  // Runs the post requests waiting in the client's work ring; whether there were any.
+  bool drain_work(Client& client);
+  // WorkSource, for the host's progress thread.
+  bool pull() override;
+  bool going_to_sleep() override;
+  void woke() override;
 
   EmbeddedHost& host_;
   ProcessMemory& memory_;
@@ -113,6 +123,9 @@ class DaemonServer {
   std::mutex rings_mutex_;
   std::unordered_map<std::uint32_t, std::unique_ptr<CqRing>> rings_;
   std::vector<std::uint32_t> completed_cqs_;  // fill_rings' scratch, under the host's lock
+  // The clients with a work ring. Lock order: this, a client's work_mutex, mutex_, the host's.
+  std::mutex ring_clients_mutex_;
+  std::vector<Client*> ring_clients_;
 };
 
 }  // namespace softrdma::host

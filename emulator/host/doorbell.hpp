@@ -21,6 +21,8 @@ class Doorbell {
   ~Doorbell();
 
   int error() const { return error_; }  // the errno of eventfd(), or 0
+  // The eventfd: a write to it from anywhere (another process holding a copy) wakes a sleep().
+  int fd() const { return eventfd_; }
 
   // Any thread: the progress thread has work to do; wakes it if it sleeps.
   void kick();

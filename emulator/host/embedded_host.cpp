@@ -140,14 +140,26 @@ void EmbeddedHost::note_poll(core::Time now) {
   }
 }
 
-void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events) {
+void EmbeddedHost::set_work_source(WorkSource* source) {
+  work_source_.store(source);
+  if (source != nullptr || !thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) return;
+  // The loop iteration running now may hold the old source; the next one reads the new value.
+  const std::uint64_t current = loops_.load();
+  while (loops_.load() == current && !stopping_.load()) {
+    doorbell_.kick();
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, WorkSource* source) {
   // wake_at_ is stored before deadline_ is read again, and after_call stores deadline_ before
   // it reads wake_at_ (both sequentially consistent): either this thread sees the new
   // deadline, or after_call sees that it sleeps and kicks it.
   wake_at_.store(until);
   const core::Time deadline = deadline_.load();
-  if (deadline == 0 || deadline >= until)
+  if ((deadline == 0 || deadline >= until) && !(source && source->going_to_sleep()))
     doorbell_.sleep(backend_->fd(), events, until == kNever ? -1 : static_cast<std::int64_t>(until - now));
+  if (source) source->woke();
   wake_at_.store(0);
 }
 
@@ -161,7 +173,10 @@ void EmbeddedHost::run() {
   core::Time idle_since = steady_now();
   bool ready = true;
   while (!stopping_.load()) {
-    if (ready && progress()) {
+    loops_.fetch_add(1);
+    WorkSource* source = work_source_.load();
+    const bool pulled = source != nullptr && source->pull();
+    if ((ready && progress()) || pulled) {
       idle_since = steady_now();
       continue;  // look again at once: one step sends a bounded number of packets
     }
@@ -173,14 +188,14 @@ void EmbeddedHost::run() {
     const short write = tx_blocked_.load() ? POLLOUT : 0;
     const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
     if (now < lease_end) {
-      sleep_until(now, std::min(until, lease_end), write);  // an application thread receives
+      sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
     } else if (now - idle_since < spin_ns_) {
       ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write));
       // Spinning must not keep a woken application thread off this core: on a machine with
       // few cores that turns a microsecond wait into a scheduler time slice.
       if (!ready) sched_yield();
     } else {
-      sleep_until(now, until, static_cast<short>(POLLIN | write));
+      sleep_until(now, until, static_cast<short>(POLLIN | write), source);
     }
   }
 }

@@ -65,6 +65,20 @@ struct HostStats {
 
 class EmbeddedHost;
 
+// Work that reaches the host other than by verbs calls and packets: the daemon's clients post
+// through shared-memory rings (work_ring.hpp). The progress thread calls these without the
+// host's lock.
+class WorkSource {
+ public:
+  virtual ~WorkSource() = default;
+  // Hands what is waiting to the engine (through call()); whether there was any.
+  virtual bool pull() = 0;
+  // The progress thread is about to sleep: announce it, so that producers ring the doorbell
+  // (doorbell_fd()), and say whether work came meanwhile (then it does not sleep).
+  virtual bool going_to_sleep() = 0;
+  virtual void woke() = 0;
+};
+
 struct HostStart {
   std::unique_ptr<EmbeddedHost> host;  // null on failure
   std::string error;                   // on failure: one line for a person
@@ -107,6 +121,11 @@ class EmbeddedHost {
   // events are delivered: the daemon moves new completions into its clients' shared CQ rings
   // there (cq_ring.hpp). It must not call into the host. Empty: none.
   void set_completion_sink(std::function<void(core::Device&)> sink);
+  // The progress thread also pulls work from `source` (null: none). Unsetting it returns once
+  // the progress thread no longer uses the old one, which may then be destroyed.
+  void set_work_source(WorkSource* source);
+  // Writing 1 (8 bytes) to this eventfd wakes the progress thread.
+  int doorbell_fd() const { return doorbell_.fd(); }
 
   HostStats stats();
 
@@ -133,7 +152,7 @@ class EmbeddedHost {
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now);
   void note_poll(core::Time now);
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
-  void sleep_until(core::Time now, core::Time until, short events);
+  void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
   core::DirectMemory direct_memory_;  // unless HostConfig::memory names another
   std::unique_ptr<net::UdpBackend> backend_;
@@ -143,6 +162,8 @@ class EmbeddedHost {
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
+  std::atomic<WorkSource*> work_source_{nullptr};
+  std::atomic<std::uint64_t> loops_{0};  // progress loop iterations begun (set_work_source waits on it)
   EventDelivery events_;
   Doorbell doorbell_;
   const core::Time spin_ns_;

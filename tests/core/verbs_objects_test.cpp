@@ -612,6 +612,42 @@ TEST_CASE("CQ: take_completed_cqs names each CQ that got completions once, then 
   CHECK(got.empty());
 }
 
+TEST_CASE("room: how many WRs each queue still takes, down to ENOMEM", "[core][verbs][qp]") {
+  using Q = core::Device::WorkQueue;
+  Bare b;
+  const std::uint32_t pd = b.pd(), cq = b.cq();
+  auto attr = b.qp_attr(pd, cq);
+  attr.cap.max_recv_wr = 3;
+  const auto qp = b.dev.create_qp(attr);
+  REQUIRE(qp.ok());
+  CHECK(b.dev.room(Q::send, qp->qpn) == qp->cap.max_send_wr);
+  CHECK(b.dev.room(Q::recv, qp->qpn) == 3u);
+  CHECK(b.dev.room(Q::send, qp->qpn + 100) == std::nullopt);
+  CHECK(b.dev.room(Q::srq, 77) == std::nullopt);
+  REQUIRE(b.dev.modify_qp(0, qp->qpn, [] {
+    core::QpAttr a;
+    a.qp_state = core::QpState::init;
+    return a;
+  }(), core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port | core::qp_attr::access_flags) == 0);
+  for (std::uint64_t id = 0; id < 3; ++id) {
+    CHECK(b.dev.room(Q::recv, qp->qpn) == 3u - id);
+    REQUIRE(b.dev.post_recv(qp->qpn, recv_wr(id, {})) == 0);
+  }
+  CHECK(b.dev.room(Q::recv, qp->qpn) == 0u);
+  CHECK(b.dev.post_recv(qp->qpn, recv_wr(9, {})) == ENOMEM);
+
+  const auto srq = b.dev.create_srq(pd, 2, 1, 0);
+  REQUIRE(srq.ok());
+  CHECK(b.dev.room(Q::srq, *srq) == 2u);
+  REQUIRE(b.dev.post_srq_recv(*srq, recv_wr(1, {})) == 0);
+  CHECK(b.dev.room(Q::srq, *srq) == 1u);
+  auto on_srq = b.qp_attr(pd, cq);
+  on_srq.srq = *srq;
+  const auto qp2 = b.dev.create_qp(on_srq);
+  REQUIRE(qp2.ok());
+  CHECK(b.dev.room(Q::recv, qp2->qpn) == std::nullopt);  // its receives go to the SRQ
+}
+
 TEST_CASE("CQ: resize below its contents is EINVAL, an overflow is one cq_err and lost completions",
           "[core][verbs][cq]") {
   Bare b;

@@ -286,6 +286,67 @@ TEST_CASE("daemon: shutdown flushes client QPs, raises device_fatal, and then ev
   CHECK(fatal.load() == 1);  // the connection's end raises no second one
 }
 
+TEST_CASE("daemon: posts through the work ring answer EINVAL and ENOMEM as the engine does", "[daemon]") {
+  Daemon d("127.83.76.1");
+  Client c(d);
+  // RESET and INIT take no sends, RESET no receives (s10.3.1); the view follows modify_qp.
+  const core::SendWr send = make_wr(core::WrOpcode::send, 1, {c.sge(0, 64)});
+  std::size_t posted = 99;
+  CHECK(c.link->post_send(c.qpn, std::span(&send, 1), posted) == EINVAL);
+  CHECK(posted == 0);
+  core::RecvWr recv;
+  recv.sg_list = {c.sge(0, 64)};
+  CHECK(c.link->post_recv(c.qpn, std::span(&recv, 1), posted) == EINVAL);
+  const std::uint32_t peer = c.create_qp();
+  c.connect(c.qpn, peer, gid_of(d));
+  c.connect(peer, c.qpn, gid_of(d));
+
+  // More receives than max_recv_wr (256) in one list: the first 256 are posted, the 257th
+  // is ENOMEM, and bad_wr would name it.
+  std::vector<core::RecvWr> many(300, recv);
+  CHECK(c.link->post_recv(c.qpn, many, posted) == ENOMEM);
+  CHECK(posted == 256);
+  // An SGE too many: EINVAL for that WR, the ones before it posted. The queue is full, so
+  // first make room on the peer side: its own receives.
+  std::vector<core::RecvWr> two(2, recv);
+  two[1].sg_list.assign(5, c.sge(0, 8));  // max_recv_sge is 4
+  CHECK(c.link->post_recv(peer, two, posted) == EINVAL);
+  CHECK(posted == 1);
+  // Too many SGEs after a good WR, and too much inline data.
+  core::SendWr bad = send;
+  bad.sg_list.assign(5, c.sge(0, 8));  // max_send_sge is 4
+  std::vector<core::SendWr> sends{send, bad};
+  CHECK(c.link->post_send(c.qpn, sends, posted) == EINVAL);
+  CHECK(posted == 1);
+  bad = send;
+  bad.flags |= core::send_flags::inline_data;
+  bad.inline_data.assign(65, 7);  // max_inline_data is 64
+  CHECK(c.link->post_send(c.qpn, std::span(&bad, 1), posted) == EINVAL);
+  CHECK(posted == 0);
+  // What was posted arrived: the one SEND lands in c's first receive, on the peer QP's CQ.
+  const auto wcs = c.wait(2);  // the SEND's completion and the peer's receive
+  for (const core::Wc& wc : wcs) CHECK(wc.status == core::WcStatus::success);
+
+  // Send credits run out after max_send_wr and come back as completions retire WRs.
+  std::vector<core::SendWr> burst(600, make_wr(core::WrOpcode::rdma_write, 5, {c.sge(0, 64)}));
+  for (auto& w : burst) {
+    w.remote_addr = c.addr(4096);
+    w.rkey = c.mr.rkey;
+  }
+  std::size_t total = 0;
+  const bool all = eventually([&] {
+    std::size_t n = 0;
+    const int err = c.link->post_send(c.qpn, std::span(burst).subspan(total), n);
+    REQUIRE((err == 0 || err == ENOMEM));
+    total += n;
+    std::vector<core::Wc> out(64);
+    const int k = c.link->poll_cq(c.cq, out);
+    REQUIRE(k >= 0);
+    return total == burst.size();
+  });
+  CHECK(all);
+}
+
 TEST_CASE("daemon: malformed and random requests drop only the connection that sent them", "[daemon]") {
   Daemon d("127.83.75.1");
   Client good(d);

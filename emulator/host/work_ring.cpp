@@ -1,0 +1,113 @@
+#include "emulator/host/work_ring.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace softrdma::host {
+
+namespace {
+
+constexpr std::size_t kBytes = WorkRing::kDataOffset + WorkRing::kCapacity;
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+constexpr std::uint32_t kMask = WorkRing::kCapacity - 1;
+
+std::uint32_t padded(std::uint32_t n) { return (n + 7u) & ~7u; }
+
+}  // namespace
+
+WorkRing::WorkRing(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+
+WorkRing::~WorkRing() { ::munmap(base_, bytes_); }
+
+std::unique_ptr<WorkRing> WorkRing::create(int& fd, std::string& error) {
+  fd = ::memfd_create("softrdma-work", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kBytes)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
+    error = std::string("cannot make shared memory for posting: ") + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    return nullptr;
+  }
+  void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    error = std::string("cannot map the shared memory for posting: ") + std::strerror(errno);
+    ::close(fd);
+    fd = -1;
+    return nullptr;
+  }
+  new (base) WorkRingHeader;
+  static_cast<WorkRingHeader*>(base)->capacity = kCapacity;
+  return std::unique_ptr<WorkRing>(new WorkRing(base, kBytes));
+}
+
+std::unique_ptr<WorkRing> WorkRing::adopt(int fd) {
+  struct stat st{};
+  if ((::fcntl(fd, F_GET_SEALS) & kSeals) != kSeals || ::fstat(fd, &st) != 0 ||
+      static_cast<std::size_t>(st.st_size) != kBytes) {
+    return nullptr;
+  }
+  void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) return nullptr;
+  std::unique_ptr<WorkRing> ring(new WorkRing(base, kBytes));
+  ring->tail_ = ring->next_tail_ = ring->header().tail.load();
+  return ring;
+}
+
+bool WorkRing::push(std::span<const std::uint8_t> record) {
+  const std::uint32_t need = padded(static_cast<std::uint32_t>(record.size()) + 4);
+  const std::uint32_t at = head_ & kMask;
+  const std::uint32_t before_end = kCapacity - at;
+  const std::uint32_t total = need <= before_end ? need : before_end + need;  // pad to the end, then the record
+  const std::uint32_t used = head_ - header().tail.load(std::memory_order_acquire);
+  if (need > kCapacity / 2 || used + total > kCapacity) return false;
+  if (need > before_end) {
+    std::memcpy(data() + at, &kPadRecord, 4);
+    head_ += before_end;
+  }
+  const std::uint32_t length = static_cast<std::uint32_t>(record.size());
+  std::memcpy(data() + (head_ & kMask), &length, 4);
+  std::memcpy(data() + (head_ & kMask) + 4, record.data(), record.size());
+  head_ += need;
+  header().head.store(head_);  // sequentially consistent: see `asleep` in the header comment
+  return true;
+}
+
+bool WorkRing::empty() const { return header().head.load() == tail_; }
+
+bool WorkRing::next(std::span<const std::uint8_t>& record) {
+  record = {};
+  const std::uint32_t head = header().head.load(std::memory_order_acquire);
+  std::uint32_t tail = tail_;
+  for (int skips = 0; head != tail; ++skips) {
+    const std::uint32_t available = head - tail;
+    const std::uint32_t at = tail & kMask;
+    if (available > kCapacity || available < 8 || at % 8 != 0 || skips > 1) return false;
+    std::uint32_t length = 0;
+    std::memcpy(&length, data() + at, 4);
+    if (length == kPadRecord) {  // the rest of the ring up to its end is padding
+      tail += kCapacity - at;
+      continue;
+    }
+    const std::uint32_t need = padded(length + 4);
+    if (length == 0 || need > available || need > kCapacity - at) return false;
+    record = std::span<const std::uint8_t>(data() + at + 4, length);
+    tail_ = tail;
+    next_tail_ = tail + need;
+    return true;
+  }
+  tail_ = tail;
+  header().tail.store(tail_, std::memory_order_release);
+  return true;
+}
+
+void WorkRing::pop() {
+  tail_ = next_tail_;
+  header().tail.store(tail_, std::memory_order_release);
+}
+
+}  // namespace softrdma::host
