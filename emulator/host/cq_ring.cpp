@@ -1,25 +1,19 @@
 #include "emulator/host/cq_ring.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <new>
+
+#include "emulator/host/sealed_memory.hpp"
 
 namespace softrdma::host {
 
 namespace {
 
 std::size_t ring_bytes(std::uint32_t capacity) { return CqRing::kEntriesOffset + capacity * sizeof(core::Wc); }
-
-// The seals that make a shared mapping safe for the daemon: the client can no longer shrink
-// the file under it (a store beyond the end would be SIGBUS), nor remove the seals.
-constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 }  // namespace
 
@@ -30,38 +24,20 @@ CqRing::~CqRing() { ::munmap(base_, bytes_); }
 std::unique_ptr<CqRing> CqRing::create(std::uint32_t cqe, int& fd, std::string& error) {
   // One slot more than the CQ holds, so that a full CQ fits whole.
   const std::uint32_t capacity = std::bit_ceil(std::clamp<std::uint32_t>(cqe + 1, 64, kMaxCapacity));
-  const std::size_t bytes = ring_bytes(capacity);
-  fd = ::memfd_create("softrdma-cq", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
-    error = std::string("cannot make shared memory for a CQ: ") + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-    return nullptr;
-  }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    error = std::string("cannot map a CQ's shared memory: ") + std::strerror(errno);
-    ::close(fd);
-    fd = -1;
-    return nullptr;
-  }
+  void* base = create_sealed_memory("softrdma-cq", ring_bytes(capacity), fd, error);
+  if (base == nullptr) return nullptr;
   auto* header = new (base) CqRingHeader;
   header->capacity = capacity;
-  return std::unique_ptr<CqRing>(new CqRing(base, bytes, capacity));
+  return std::unique_ptr<CqRing>(new CqRing(base, ring_bytes(capacity), capacity));
 }
 
 std::unique_ptr<CqRing> CqRing::adopt(int fd) {
-  struct stat st{};
-  if ((::fcntl(fd, F_GET_SEALS) & kSeals) != kSeals || ::fstat(fd, &st) != 0) return nullptr;
-  // The capacity is the client's word: read once, checked against the file's sealed size.
+  // The capacity is the client's word: read once, and it must match the file's sealed size.
   std::uint32_t capacity = 0;
   if (::pread(fd, &capacity, sizeof capacity, 0) != static_cast<ssize_t>(sizeof capacity)) return nullptr;
-  if (!std::has_single_bit(capacity) || capacity > kMaxCapacity ||
-      static_cast<std::size_t>(st.st_size) != ring_bytes(capacity)) {
-    return nullptr;
-  }
-  void* base = ::mmap(nullptr, ring_bytes(capacity), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return nullptr;
+  if (!std::has_single_bit(capacity) || capacity > kMaxCapacity) return nullptr;
+  void* base = map_sealed_memory(fd, ring_bytes(capacity));
+  if (base == nullptr) return nullptr;
   std::unique_ptr<CqRing> ring(new CqRing(base, ring_bytes(capacity), capacity));
   ring->head_ = ring->header().head.load(std::memory_order_relaxed);
   return ring;

@@ -1,8 +1,7 @@
 // A completion queue in shared memory between softrdmad and one client: the daemon writes
 // work completions, the client's ibv_poll_cq reads them with no system call (DESIGN.md §5).
 //
-// The client creates the memory (a sealed memfd: it can no longer shrink, so the daemon's
-// mapping never faults) and passes it with create_cq (SCM_RIGHTS). Layout, fixed for both
+// The client creates the memory (sealed_memory.hpp) and passes it with create_cq (SCM_RIGHTS). Layout, fixed for both
 // ends of one build (Hello's kLayout covers core::Wc):
 //
 //   offset   0  CqRingHeader (capacity, then head, tail, pending on cache lines of their own)

@@ -1,20 +1,17 @@
 #include "emulator/host/work_ring.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <new>
+
+#include "emulator/host/sealed_memory.hpp"
 
 namespace softrdma::host {
 
 namespace {
 
 constexpr std::size_t kBytes = WorkRing::kDataOffset + WorkRing::kCapacity;
-constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 constexpr std::uint32_t kMask = WorkRing::kCapacity - 1;
 
 std::uint32_t padded(std::uint32_t n) { return (n + 7u) & ~7u; }
@@ -26,33 +23,16 @@ WorkRing::WorkRing(void* base, std::size_t bytes) : base_(base), bytes_(bytes) {
 WorkRing::~WorkRing() { ::munmap(base_, bytes_); }
 
 std::unique_ptr<WorkRing> WorkRing::create(int& fd, std::string& error) {
-  fd = ::memfd_create("softrdma-work", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(kBytes)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
-    error = std::string("cannot make shared memory for posting: ") + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-    return nullptr;
-  }
-  void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    error = std::string("cannot map the shared memory for posting: ") + std::strerror(errno);
-    ::close(fd);
-    fd = -1;
-    return nullptr;
-  }
+  void* base = create_sealed_memory("softrdma-work", kBytes, fd, error);
+  if (base == nullptr) return nullptr;
   new (base) WorkRingHeader;
   static_cast<WorkRingHeader*>(base)->capacity = kCapacity;
   return std::unique_ptr<WorkRing>(new WorkRing(base, kBytes));
 }
 
 std::unique_ptr<WorkRing> WorkRing::adopt(int fd) {
-  struct stat st{};
-  if ((::fcntl(fd, F_GET_SEALS) & kSeals) != kSeals || ::fstat(fd, &st) != 0 ||
-      static_cast<std::size_t>(st.st_size) != kBytes) {
-    return nullptr;
-  }
-  void* base = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) return nullptr;
+  void* base = map_sealed_memory(fd, kBytes);
+  if (base == nullptr) return nullptr;
   std::unique_ptr<WorkRing> ring(new WorkRing(base, kBytes));
   ring->tail_ = ring->next_tail_ = ring->header().tail.load();
   return ring;

@@ -2,8 +2,8 @@
 // ibv_post_recv and ibv_post_srq_recv write here and return, with no system call while the
 // daemon is awake (DESIGN.md §5).
 //
-// The client creates the memory (a sealed memfd, as for CQ rings: cq_ring.hpp) and hands it to
-// the daemon once (Op::attach_work_ring). Layout:
+// The client creates the memory (sealed_memory.hpp) and hands it to the daemon once
+// (Op::attach_work_ring). Layout:
 //
 //   offset   0  WorkRingHeader (capacity, then head, tail, asleep on cache lines of their own)
 //   offset 256  capacity bytes of records
