@@ -152,7 +152,7 @@ class Reader {
       return;
     }
     out.resize(n);
-    std::memcpy(out.data(), in_.data() + pos_, n * sizeof(T));
+    if (n > 0) std::memcpy(out.data(), in_.data() + pos_, n * sizeof(T));  // an empty vector's data() may be null
     pos_ += n * sizeof(T);
   }
   void get_send_wr(core::SendWr& wr);
