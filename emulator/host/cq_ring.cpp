@@ -43,7 +43,7 @@ std::unique_ptr<CqRing> CqRing::adopt(int fd) {
   return ring;
 }
 
-void CqRing::fill(core::Device& device, std::uint32_t cq) {
+void CqRing::fill(core::Device& device, std::uint32_t cq, std::vector<std::uint32_t>& qpns) {
   const std::uint32_t tail = header().tail.load(std::memory_order_acquire);
   const std::uint32_t used = head_ - tail;
   std::uint32_t room = used <= capacity_ ? capacity_ - used : 0;  // nonsense from the client: full
@@ -53,6 +53,7 @@ void CqRing::fill(core::Device& device, std::uint32_t cq) {
     const std::uint32_t span = std::min(room, capacity_ - at);
     const int n = device.poll_cq(cq, std::span<core::Wc>(entries() + at, span));
     if (n <= 0) break;
+    for (int i = 0; i < n; ++i) qpns.push_back(entries()[at + static_cast<std::uint32_t>(i)].qp_num);
     head_ += static_cast<std::uint32_t>(n);
     room -= static_cast<std::uint32_t>(n);
     if (static_cast<std::uint32_t>(n) < span) break;

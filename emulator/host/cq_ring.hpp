@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "emulator/core/device.hpp"
 
@@ -56,8 +57,8 @@ class CqRing {
   ~CqRing();
 
   // Daemon: moves the engine's completions of `cq` into the ring while it has room; sets or
-  // clears `pending`. Under the host's lock.
-  void fill(core::Device& device, std::uint32_t cq);
+  // clears `pending`; appends the QPN of each completion moved to `qpns`. Under the host's lock.
+  void fill(core::Device& device, std::uint32_t cq, std::vector<std::uint32_t>& qpns);
   // Client: takes up to out.size() completions; one thread at a time.
   std::size_t take(std::span<core::Wc> out);
   bool pending() const { return header().pending.load(std::memory_order_acquire) != 0; }

@@ -355,7 +355,10 @@ int DaemonClient::destroy_ah(std::uint32_t ah) {
 core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& attr) {
   auto qp = create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
   std::lock_guard lock(post_mutex_);
-  if (qp) qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.srq != 0, 0, 0};
+  if (qp) {
+    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.srq != 0};
+    if (work_) work_->clear_room(qp->qpn);  // what an earlier QP of this number left there
+  }
   return qp;
 }
 
@@ -450,7 +453,7 @@ int DaemonClient::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs
   const auto it = qp_views_.find(qpn);
   if (it == qp_views_.end()) return EINVAL;
   QpView& v = it->second;
-  return post_via_ring(Op::post_send, qpn, core::Device::WorkQueue::send, v.send_credits, wrs, posted,
+  return post_via_ring(Op::post_send, qpn, core::Device::WorkQueue::send, v.send_credits, &v.send_pushed, wrs, posted,
                        [&](const core::SendWr& wr) {
                          if (const int err = core::check_send_wr(v.type, v.state, v.cap, wr)) return err;
                          if (v.type == core::QpType::ud && !ahs_.contains(wr.ah)) return EINVAL;
@@ -468,7 +471,7 @@ int DaemonClient::post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs
   const auto it = qp_views_.find(qpn);
   if (it == qp_views_.end() || it->second.on_srq) return EINVAL;
   QpView& v = it->second;
-  return post_via_ring(Op::post_recv, qpn, core::Device::WorkQueue::recv, v.recv_credits, wrs, posted,
+  return post_via_ring(Op::post_recv, qpn, core::Device::WorkQueue::recv, v.recv_credits, &v.recv_pushed, wrs, posted,
                        [&](const core::RecvWr& wr) { return core::check_recv_wr(v.state, v.cap, wr); });
 }
 
@@ -482,13 +485,38 @@ int DaemonClient::post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr>
   const auto it = srq_views_.find(srq);
   if (it == srq_views_.end()) return EINVAL;
   SrqView& v = it->second;
-  return post_via_ring(Op::post_srq_recv, srq, core::Device::WorkQueue::srq, v.credits, wrs, posted,
+  return post_via_ring(Op::post_srq_recv, srq, core::Device::WorkQueue::srq, v.credits, nullptr, wrs, posted,
                        [&](const core::RecvWr& wr) { return wr.sg_list.size() > v.max_sge ? EINVAL : 0; });
+}
+
+std::uint32_t DaemonClient::refill_credits(core::Device::WorkQueue which, std::uint32_t queue,
+                                           const std::uint32_t* pushed, int& err) {
+  err = 0;
+  QueueRoom slot;
+  if (pushed != nullptr && work_->read_room(queue, slot)) {
+    const bool send = which == core::Device::WorkQueue::send;
+    const std::uint32_t room = send ? slot.send_room : slot.recv_room;
+    const std::uint32_t in_flight = *pushed - (send ? slot.send_taken : slot.recv_taken);  // in the ring still
+    if (in_flight < room) return room - in_flight;
+  }
+  // Unknown or none left as of the last look: the daemon runs what the ring holds, then says.
+  ring_doorbell();
+  std::uint32_t room = 0;
+  err = transact(
+      Op::queue_room,
+      [&](Writer& w) {
+        w.put(which);
+        w.put(queue);
+      },
+      [&](Reader& in, int e) {
+        if (e == 0) room = in.get<std::uint32_t>();
+      });
+  return room;
 }
 
 template <class Wr, class Check>
 int DaemonClient::post_via_ring(Op op, std::uint32_t queue, core::Device::WorkQueue which, std::uint32_t& credits,
-                                std::span<const Wr> wrs, std::size_t& posted, Check&& check) {
+                                std::uint32_t* pushed, std::span<const Wr> wrs, std::size_t& posted, Check&& check) {
   posted = 0;
   if (gone_.load()) return EIO;
   Writer out(record_);
@@ -506,6 +534,7 @@ int DaemonClient::post_via_ring(Op op, std::uint32_t queue, core::Device::WorkQu
     out.put_at(sizeof(Op) + sizeof(std::uint32_t), static_cast<std::uint32_t>(in_record));
     if (!push_record()) return false;
     posted += in_record;
+    if (pushed != nullptr) *pushed += static_cast<std::uint32_t>(in_record);
     begin();
     return true;
   };
@@ -514,23 +543,10 @@ int DaemonClient::post_via_ring(Op op, std::uint32_t queue, core::Device::WorkQu
   for (const Wr& wr : wrs) {
     if ((err = check(wr)) != 0) break;
     if (credits == 0) {
-      // Out of known room: what is queued must reach the engine first, then it says how much
-      // is left (the daemon runs this client's ring before answering any request).
-      if (!flush()) return EIO;
-      ring_doorbell();
-      std::uint32_t room = 0;
-      err = transact(
-          Op::queue_room,
-          [&](Writer& w) {
-            w.put(which);
-            w.put(queue);
-          },
-          [&](Reader& in, int e) {
-            if (e == 0) room = in.get<std::uint32_t>();
-          });
-      if (err == 0 && room == 0) err = ENOMEM;
+      if (!flush()) return EIO;  // what is queued counts against the room
+      credits = refill_credits(which, queue, pushed, err);
+      if (err == 0 && credits == 0) err = ENOMEM;
       if (err != 0) break;
-      credits = room;
     }
     if (in_record > 0 && out.size() + encoded_bound(wr) > daemon::kMaxMessage && !flush()) return EIO;
     if constexpr (std::is_same_v<Wr, core::SendWr>) {

@@ -103,9 +103,14 @@ class DaemonClient final : public DeviceLink {
   void attach_work_ring(int doorbell);
   // Posting through the work ring, with post_mutex_ held: each WR passes `check` (0 or an
   // errno) and takes a credit of `credits`.
+  // `pushed`: the queue's count of WRs put in the ring, for the room slots (null for SRQs).
   template <class Wr, class Check>
   int post_via_ring(daemon::Op op, std::uint32_t queue, core::Device::WorkQueue which, std::uint32_t& credits,
-                    std::span<const Wr> wrs, std::size_t& posted, Check&& check);
+                    std::uint32_t* pushed, std::span<const Wr> wrs, std::size_t& posted, Check&& check);
+  // Credits for a queue that ran out: from the room slot if the daemon published some, else
+  // asked for (queue_room). 0 with `err` 0 means the queue is full.
+  std::uint32_t refill_credits(core::Device::WorkQueue which, std::uint32_t queue, const std::uint32_t* pushed,
+                               int& err);
   bool push_record();  // record_ into the work ring, waiting for room; false when the daemon is gone
   void ring_doorbell();
   void read_events();     // the event thread
@@ -134,6 +139,8 @@ class DaemonClient final : public DeviceLink {
     bool on_srq = false;
     std::uint32_t send_credits = 0;
     std::uint32_t recv_credits = 0;
+    std::uint32_t send_pushed = 0;  // WRs put in the work ring so far (free-running)
+    std::uint32_t recv_pushed = 0;
   };
   struct SrqView {
     std::uint32_t max_sge = 0;

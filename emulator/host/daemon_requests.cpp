@@ -88,6 +88,10 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     }
   };
   auto status = [&](int err) { out.put(static_cast<std::int32_t>(err)); };
+  auto count_taken = [&](std::uint32_t qpn, int queue, std::size_t n) {
+    std::lock_guard lock(mutex_);
+    c.taken[qpn][static_cast<std::size_t>(queue)] += static_cast<std::uint32_t>(n);
+  };
 
   switch (op) {
     case Op::alloc_pd: {
@@ -208,7 +212,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
         adopt(&Client::cqs, cq);
         if (ring) {
           std::lock_guard lock(rings_mutex_);
-          rings_[cq] = std::move(ring);
+          rings_[cq] = OwnedRing{std::move(ring), &c};
         }
       });
       return true;
@@ -222,7 +226,11 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       }
       host_.call([&](core::Device& d, core::Time) {
         std::lock_guard lock(rings_mutex_);
-        if (auto it = rings_.find(cq); it != rings_.end()) it->second->fill(d, cq);
+        auto it = rings_.find(cq);
+        if (it == rings_.end()) return;
+        completed_qps_.clear();
+        it->second.ring->fill(d, cq, completed_qps_);
+        publish_room(d, c);
       });
       status(0);
       return true;
@@ -362,7 +370,11 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       const auto qpn = in.get<std::uint32_t>();
       if (!in.done()) return false;
       const int err = owns(&Client::qps, qpn) ? link_.destroy_qp(qpn) : EINVAL;
-      if (err == 0) forget(&Client::qps, qpn);
+      if (err == 0) {
+        forget(&Client::qps, qpn);
+        std::lock_guard lock(mutex_);
+        c.taken.erase(qpn);  // a QP that takes this QPN next counts from 0
+      }
       status(err);
       return true;
     }
@@ -392,6 +404,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       std::size_t posted = 0;
       int err = qp_owned ? link_.post_send(qpn, std::span<const core::SendWr>(wrs.data(), checked), posted) : EINVAL;
       if (err == 0 && checked < wrs.size()) err = EINVAL;
+      count_taken(qpn, 0, posted);
       status(err);
       out.put(static_cast<std::uint32_t>(posted));
       return true;
@@ -437,7 +450,10 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       if (!in.done()) return false;
       std::size_t posted = 0;
       int err = EINVAL;
-      if (op == Op::post_recv && owns(&Client::qps, queue)) err = link_.post_recv(queue, wrs, posted);
+      if (op == Op::post_recv && owns(&Client::qps, queue)) {
+        err = link_.post_recv(queue, wrs, posted);
+        count_taken(queue, 1, posted);
+      }
       if (op == Op::post_srq_recv && owns(&Client::srqs, queue)) err = link_.post_srq_recv(queue, wrs, posted);
       status(err);
       out.put(static_cast<std::uint32_t>(posted));

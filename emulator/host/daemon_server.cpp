@@ -94,17 +94,32 @@ void DaemonServer::fill_rings(core::Device& device) {
   if (completed_cqs_.empty()) return;
   std::lock_guard lock(rings_mutex_);
   for (std::uint32_t cq : completed_cqs_) {
-    if (auto it = rings_.find(cq); it != rings_.end()) it->second->fill(device, cq);
+    auto it = rings_.find(cq);
+    if (it == rings_.end()) continue;
+    completed_qps_.clear();
+    it->second.ring->fill(device, cq, completed_qps_);
+    publish_room(device, *it->second.owner);
+  }
+}
+
+void DaemonServer::publish_room(core::Device& device, Client& owner) {
+  if (completed_qps_.empty()) return;
+  std::lock_guard lock(mutex_);
+  if (!owner.work) return;
+  std::uint32_t last = 0;
+  for (std::uint32_t qpn : completed_qps_) {
+    if (qpn == last || !owner.qps.contains(qpn)) continue;  // runs of one QP: publish once
+    last = qpn;
+    const auto& taken = owner.taken[qpn];
+    using Q = core::Device::WorkQueue;
+    owner.work->publish_room(qpn, QueueRoom{device.room(Q::send, qpn).value_or(0), device.room(Q::recv, qpn).value_or(0),
+                                            taken[0], taken[1]});
   }
 }
 
 void DaemonServer::forget_ring(std::uint32_t cq) {
-  std::unique_ptr<CqRing> ring;
   std::lock_guard lock(rings_mutex_);
-  if (auto it = rings_.find(cq); it != rings_.end()) {
-    ring = std::move(it->second);
-    rings_.erase(it);
-  }
+  rings_.erase(cq);
 }
 
 DaemonServer::~DaemonServer() { shutdown(); }
@@ -206,9 +221,7 @@ void DaemonServer::serve(Client& c) {
 void DaemonServer::release(Client& c) {
   {
     std::lock_guard ring_lock(ring_clients_mutex_);
-    std::erase(ring_clients_, &c);
-    std::lock_guard work_lock(c.work_mutex);
-    c.work.reset();
+    std::erase(ring_clients_, &c);  // the progress thread pulls from it no more
   }
   Client owned;
   {
@@ -232,6 +245,10 @@ void DaemonServer::release(Client& c) {
   }
   for (std::uint32_t pd : owned.pds) link_.dealloc_pd(pd);
   if (c.slot != 0) host_.call([&](core::Device&, core::Time) { memory_.detach(c.slot); });
+  // Last: fill_rings publishes room into the work ring while any CQ ring of this client lives.
+  std::lock_guard work_lock(c.work_mutex);
+  std::lock_guard lock(mutex_);
+  c.work.reset();
 }
 
 bool DaemonServer::drain_work(Client& c) {

@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -81,6 +82,8 @@ class DaemonServer final : private WorkSource {
     // key byte changes with every bind.
     std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps;
     std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
+    // WRs posted so far per QP, {send, recv} (free-running), for the room slots (work_ring.hpp).
+    std::unordered_map<std::uint32_t, std::array<std::uint32_t, 2>> taken;
     std::thread thread;
     std::atomic<bool> finished{false};
     // Its work ring (work_ring.hpp), set once by attach_work_ring; one consumer at a time.
@@ -119,10 +122,20 @@ class DaemonServer final : private WorkSource {
   std::mutex mutex_;  // guards clients_ and every client's owned objects
   std::list<Client> clients_;
   std::atomic<bool> shutting_down_{false};
-  // The shared CQ rings (cq_ring.hpp) by CQ handle. Lock order: the host's lock, then this.
+  // The shared CQ rings (cq_ring.hpp) by CQ handle, with the client that owns each (alive as
+  // long as its rings are: release() forgets them first). Lock order: the host's lock, this,
+  // then mutex_.
+  struct OwnedRing {
+    std::unique_ptr<CqRing> ring;
+    Client* owner = nullptr;
+  };
   std::mutex rings_mutex_;
-  std::unordered_map<std::uint32_t, std::unique_ptr<CqRing>> rings_;
-  std::vector<std::uint32_t> completed_cqs_;  // fill_rings' scratch, under the host's lock
+  std::unordered_map<std::uint32_t, OwnedRing> rings_;
+  // fill_rings' scratch, under the host's lock.
+  std::vector<std::uint32_t> completed_cqs_;
+  std::vector<std::uint32_t> completed_qps_;
+  // Tells the owner of a ring how much room the QPs of completions just moved have now.
+  void publish_room(core::Device& device, Client& owner);
   // The clients with a work ring. Lock order: this, a client's work_mutex, mutex_, the host's.
   std::mutex ring_clients_mutex_;
   std::vector<Client*> ring_clients_;

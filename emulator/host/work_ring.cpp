@@ -11,7 +11,8 @@ namespace softrdma::host {
 
 namespace {
 
-constexpr std::size_t kBytes = WorkRing::kDataOffset + WorkRing::kCapacity;
+constexpr std::size_t kBytes =
+    WorkRing::kDataOffset + WorkRing::kCapacity + WorkRing::kRoomSlots * sizeof(QueueRoomSlot);
 constexpr std::uint32_t kMask = WorkRing::kCapacity - 1;
 
 std::uint32_t padded(std::uint32_t n) { return (n + 7u) & ~7u; }
@@ -27,6 +28,7 @@ std::unique_ptr<WorkRing> WorkRing::create(int& fd, std::string& error) {
   if (base == nullptr) return nullptr;
   new (base) WorkRingHeader;
   static_cast<WorkRingHeader*>(base)->capacity = kCapacity;
+  new (static_cast<std::uint8_t*>(base) + kDataOffset + kCapacity) QueueRoomSlot[kRoomSlots];
   return std::unique_ptr<WorkRing>(new WorkRing(base, kBytes));
 }
 
@@ -83,6 +85,37 @@ bool WorkRing::next(std::span<const std::uint8_t>& record) {
   tail_ = tail;
   header().tail.store(tail_, std::memory_order_release);
   return true;
+}
+
+bool WorkRing::read_room(std::uint32_t qpn, QueueRoom& out) const {
+  const QueueRoomSlot& s = slot(qpn);
+  const std::uint32_t before = s.seq.load(std::memory_order_acquire);
+  if (before == 0 || before % 2 != 0 || s.qpn.load(std::memory_order_relaxed) != qpn) return false;
+  out.send_room = s.send_room.load(std::memory_order_relaxed);
+  out.recv_room = s.recv_room.load(std::memory_order_relaxed);
+  out.send_taken = s.send_taken.load(std::memory_order_relaxed);
+  out.recv_taken = s.recv_taken.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return s.seq.load(std::memory_order_relaxed) == before;
+}
+
+void WorkRing::clear_room(std::uint32_t qpn) {
+  QueueRoomSlot& s = slot(qpn);
+  s.qpn.store(0, std::memory_order_relaxed);
+  s.seq.store(0, std::memory_order_release);
+}
+
+void WorkRing::publish_room(std::uint32_t qpn, const QueueRoom& room) {
+  QueueRoomSlot& s = slot(qpn);
+  const std::uint32_t seq = s.seq.load(std::memory_order_relaxed) | 1;  // odd: being written
+  s.seq.store(seq, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.qpn.store(qpn, std::memory_order_relaxed);
+  s.send_room.store(room.send_room, std::memory_order_relaxed);
+  s.recv_room.store(room.recv_room, std::memory_order_relaxed);
+  s.send_taken.store(room.send_taken, std::memory_order_relaxed);
+  s.recv_taken.store(room.recv_taken, std::memory_order_relaxed);
+  s.seq.store(seq + 1, std::memory_order_release);
 }
 
 void WorkRing::pop() {
