@@ -75,8 +75,9 @@ bool WorkRing::next(std::span<const std::uint8_t>& record) {
       tail += kCapacity - at;
       continue;
     }
+    if (length == 0 || length > kCapacity) return false;  // before the sum below could wrap
     const std::uint32_t need = padded(length + 4);
-    if (length == 0 || need > available || need > kCapacity - at) return false;
+    if (need > available || need > kCapacity - at) return false;
     record = std::span<const std::uint8_t>(data() + at + 4, length);
     tail_ = tail;
     next_tail_ = tail + need;
