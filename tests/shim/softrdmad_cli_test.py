@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""softrdmad's command line: options, the config file, usage errors, a live socket refused,
+a stale one replaced, and a clean exit on SIGTERM and SIGINT.
+
+usage: softrdmad_cli_test.py SOFTRDMAD SOFTRDMA
+
+Each daemon gets its own address in 127.84.0.0/24 and a socket in a temporary directory.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+failures = []
+
+
+def check(ok, what, detail=""):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+        if detail:
+            print("     " + detail.replace("\n", "\n     "), flush=True)
+    return ok
+
+
+def run(argv, timeout=10):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def start(argv, sock):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    until = time.monotonic() + 10
+    while not os.path.exists(sock) and p.poll() is None and time.monotonic() < until:
+        time.sleep(0.02)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM):
+    p.send_signal(sig)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return None, err
+    return p.returncode, err
+
+
+def main(argv):
+    softrdmad, softrdma = argv[1], argv[2]
+    h = run([softrdmad, "--help"])
+    check(h.returncode == 0 and "usage: softrdmad" in h.stdout and "--config FILE" in h.stdout, "--help prints the usage, exit 0")
+    for bad, says in ((["--bogus"], "unknown option '--bogus'"), (["--ip"], "--ip needs a value"),
+                      (["stray"], "unexpected argument 'stray'"), (["--shutdown-grace", "soon"], "milliseconds"),
+                      (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group")):
+        r = run([softrdmad] + bad)
+        check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="softrdmad-cli-") as work:
+        sock = os.path.join(work, "d.sock")
+        config = os.path.join(work, "d.conf")
+        with open(config, "w") as f:
+            f.write(f"# a comment\nip = 127.84.0.7\nsocket = {sock}   # trailing comment\nno-gso = true\n")
+        p = start([softrdmad, "--config", config], sock)
+        check(os.path.exists(sock), "the config file's socket is listened on")
+        d = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devinfo", "-v"])
+        check(d.returncode == 0 and "::ffff:127.84.0.7" in d.stdout, "a client sees the config file's address as GID 0",
+              d.stdout[-2000:] + d.stderr)
+        again = run([softrdmad, "--socket", sock, "--ip", "127.84.0.8"])
+        check(again.returncode == 1 and "another softrdmad is serving" in again.stderr, "a live socket is refused",
+              again.stderr)
+        rc, err = stop(p)
+        check(rc == 0 and "shutting down" in err, "SIGTERM: exit 0", err)
+        check(not os.path.exists(sock), "the socket file is removed at exit")
+
+        # A stale socket file (no one listening) is replaced; the command line beats the file.
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        stale.bind(sock)
+        stale.close()
+        p = start([softrdmad, "--config", config, "--ip", "127.84.0.9"], sock)
+        d = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devinfo", "-v"])
+        check(d.returncode == 0 and "::ffff:127.84.0.9" in d.stdout, "a stale socket is replaced; --ip overrides the file",
+              d.stderr)
+        rc, err = stop(p, signal.SIGINT)
+        check(rc == 0, "SIGINT: exit 0", err)
+
+        with open(config, "w") as f:
+            f.write("ip 127.84.0.7\n")
+        r = run([softrdmad, "--config", config])
+        check(r.returncode == 2 and "expected 'name = value'" in r.stderr, "a config line without '=' is a usage error",
+              r.stderr)
+        with open(config, "w") as f:
+            f.write("colour = blue\n")
+        r = run([softrdmad, "--config", config])
+        check(r.returncode == 2 and "unknown setting 'colour'" in r.stderr, "an unknown setting is a usage error", r.stderr)
+
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
