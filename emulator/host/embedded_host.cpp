@@ -279,7 +279,13 @@ void EmbeddedHost::set_completion_sink(std::function<void(core::Device&)> sink) 
 }
 
 void EmbeddedHost::collect_events() {
-  if (completion_sink_) completion_sink_(device_);
+  if (completion_sink_) {
+    completion_sink_(device_);
+  } else {
+    // Nobody mirrors CQs: still empty the engine's list, which would otherwise gain an entry
+    // for every CQ created and destroyed after a completion.
+    device_.take_completed_cqs(unused_completed_cqs_);
+  }
   while (const auto cq = device_.next_cq_event()) events_.push(*cq);
   while (const auto event = device_.next_async_event()) events_.push(*event);
 }

@@ -162,6 +162,7 @@ class EmbeddedHost {
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
+  std::vector<std::uint32_t> unused_completed_cqs_;     // without a sink; guarded by mutex_
   std::atomic<WorkSource*> work_source_{nullptr};
   std::atomic<std::uint64_t> loops_{0};  // progress loop iterations begun (set_work_source waits on it)
   EventDelivery events_;
