@@ -411,11 +411,7 @@ std::size_t put_batch(Writer& out, std::span<const Wr> wrs) {
   std::size_t n = 0;
   while (n < wrs.size() && n < daemon::kMaxWrs &&
          (n == 0 || out.size() + encoded_bound(wrs[n]) <= daemon::kMaxMessage)) {
-    if constexpr (std::is_same_v<Wr, core::SendWr>) {
-      out.put_send_wr(wrs[n]);
-    } else {
-      out.put_recv_wr(wrs[n]);
-    }
+    out.put_wr(wrs[n]);
     ++n;
   }
   out.put_at(count_at, static_cast<std::uint32_t>(n));
@@ -549,11 +545,7 @@ int DaemonClient::post_via_ring(Op op, std::uint32_t queue, core::Device::WorkQu
       if (err != 0) break;
     }
     if (in_record > 0 && out.size() + encoded_bound(wr) > daemon::kMaxMessage && !flush()) return EIO;
-    if constexpr (std::is_same_v<Wr, core::SendWr>) {
-      out.put_send_wr(wr);
-    } else {
-      out.put_recv_wr(wr);
-    }
+    out.put_wr(wr);
     ++in_record;
     --credits;
   }

@@ -3,7 +3,7 @@
 namespace softrdma::host::daemon {
 
 // A SendWr field by field: its vectors travel as counted arrays.
-void Writer::put_send_wr(const core::SendWr& wr) {
+void Writer::put_wr(const core::SendWr& wr) {
   put(wr.wr_id);
   put(wr.opcode);
   put(wr.flags);
@@ -26,7 +26,7 @@ void Writer::put_send_wr(const core::SendWr& wr) {
   put(wr.bind_access);
 }
 
-void Reader::get_send_wr(core::SendWr& wr) {
+void Reader::get_wr(core::SendWr& wr) {
   wr.wr_id = get<std::uint64_t>();
   wr.opcode = get<core::WrOpcode>();
   if (wr.opcode > core::WrOpcode::send_with_inv) ok_ = false;  // not an opcode: a malformed message
@@ -50,12 +50,12 @@ void Reader::get_send_wr(core::SendWr& wr) {
   wr.bind_access = get<std::uint32_t>();
 }
 
-void Writer::put_recv_wr(const core::RecvWr& wr) {
+void Writer::put_wr(const core::RecvWr& wr) {
   put(wr.wr_id);
   put_vector(std::span<const core::Sge>(wr.sg_list));
 }
 
-void Reader::get_recv_wr(core::RecvWr& wr) {
+void Reader::get_wr(core::RecvWr& wr) {
   wr.wr_id = get<std::uint64_t>();
   get_vector(wr.sg_list, kMaxSges);
 }

@@ -117,8 +117,8 @@ class Writer {
     static_assert(std::is_trivially_copyable_v<T>, "only plain bytes travel");
     std::memcpy(out_.data() + offset, &value, sizeof(T));
   }
-  void put_send_wr(const core::SendWr& wr);
-  void put_recv_wr(const core::RecvWr& wr);
+  void put_wr(const core::SendWr& wr);
+  void put_wr(const core::RecvWr& wr);
   std::size_t size() const { return out_.size(); }
 
  private:
@@ -155,8 +155,8 @@ class Reader {
     if (n > 0) std::memcpy(out.data(), in_.data() + pos_, n * sizeof(T));  // an empty vector's data() may be null
     pos_ += n * sizeof(T);
   }
-  void get_send_wr(core::SendWr& wr);
-  void get_recv_wr(core::RecvWr& wr);
+  void get_wr(core::SendWr& wr);
+  void get_wr(core::RecvWr& wr);
   std::span<const std::uint8_t> rest() const { return in_.subspan(pos_); }
   bool ok() const { return ok_; }
   bool done() const { return ok_ && pos_ == in_.size(); }  // everything read, nothing left over

@@ -226,11 +226,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       }
       host_.call([&](core::Device& d, core::Time) {
         std::lock_guard lock(rings_mutex_);
-        auto it = rings_.find(cq);
-        if (it == rings_.end()) return;
-        completed_qps_.clear();
-        it->second.ring->fill(d, cq, completed_qps_);
-        publish_room(d, c);
+        fill_ring(d, cq);
       });
       status(0);
       return true;
@@ -384,7 +380,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       thread_local std::vector<core::SendWr> wrs;
       if (!in.ok() || count > daemon::kMaxWrs) return false;
       wrs.resize(count);
-      for (core::SendWr& wr : wrs) in.get_send_wr(wr);
+      for (core::SendWr& wr : wrs) in.get_wr(wr);
       if (!in.done()) return false;
       // The objects a WR names beyond its SGEs (whose lkeys the engine checks against the QP's
       // PD): a UD WR's AH, a bind's MW and MR, a local invalidation's key. WRs before the first
@@ -446,7 +442,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       thread_local std::vector<core::RecvWr> wrs;
       if (!in.ok() || count > daemon::kMaxWrs) return false;
       wrs.resize(count);
-      for (core::RecvWr& wr : wrs) in.get_recv_wr(wr);
+      for (core::RecvWr& wr : wrs) in.get_wr(wr);
       if (!in.done()) return false;
       std::size_t posted = 0;
       int err = EINVAL;

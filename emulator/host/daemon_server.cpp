@@ -93,13 +93,15 @@ void DaemonServer::fill_rings(core::Device& device) {
   device.take_completed_cqs(completed_cqs_);
   if (completed_cqs_.empty()) return;
   std::lock_guard lock(rings_mutex_);
-  for (std::uint32_t cq : completed_cqs_) {
-    auto it = rings_.find(cq);
-    if (it == rings_.end()) continue;
-    completed_qps_.clear();
-    it->second.ring->fill(device, cq, completed_qps_);
-    publish_room(device, *it->second.owner);
-  }
+  for (std::uint32_t cq : completed_cqs_) fill_ring(device, cq);
+}
+
+void DaemonServer::fill_ring(core::Device& device, std::uint32_t cq) {
+  auto it = rings_.find(cq);
+  if (it == rings_.end()) return;
+  completed_qps_.clear();
+  it->second.ring->fill(device, cq, completed_qps_);
+  publish_room(device, *it->second.owner);
 }
 
 void DaemonServer::publish_room(core::Device& device, Client& owner) {

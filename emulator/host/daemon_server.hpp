@@ -104,6 +104,8 @@ class DaemonServer final : private WorkSource {
   void reap_finished();
   // The completion sink (under the host's lock): new completions into the clients' CQ rings.
   void fill_rings(core::Device& device);
+  // One CQ's ring, if it has one, and its owner's room slots (under the host's lock and rings_mutex_).
+  void fill_ring(core::Device& device, std::uint32_t cq);
   void forget_ring(std::uint32_t cq);
   // Runs the post requests waiting in the client's work ring; whether there were any.
   bool drain_work(Client& client);

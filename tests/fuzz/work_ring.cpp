@@ -44,10 +44,10 @@ void decode(std::span<const std::uint8_t> record) {
   for (std::uint32_t i = 0; i < count && in.ok(); ++i) {
     if (op == daemon::Op::post_send) {
       core::SendWr wr;
-      in.get_send_wr(wr);
+      in.get_wr(wr);
     } else {
       core::RecvWr wr;
-      in.get_recv_wr(wr);
+      in.get_wr(wr);
     }
   }
 }

@@ -15,16 +15,8 @@ import sys
 import tempfile
 import time
 
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-        if detail:
-            print("     " + detail.replace("\n", "\n     "), flush=True)
-    return ok
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_pairs_test import check, finish  # noqa: E402
 
 
 def run(argv, timeout=10):
@@ -98,11 +90,7 @@ def main(argv):
         r = run([softrdmad, "--config", config])
         check(r.returncode == 2 and "unknown setting 'colour'" in r.stderr, "an unknown setting is a usage error", r.stderr)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":
