@@ -215,6 +215,11 @@ def check_run_errors(softrdma, cc):
     rc, out, err = run([softrdma, "run", "--", "ibv_devices"], env=clean_env(SOFTRDMA_UDP_GSO="2"))
     check("softrdma: SOFTRDMA_UDP_GSO='2': expected 0 or 1; no RDMA device\n" in err and "srdma0" not in out,
           "bad SOFTRDMA_UDP_GSO: one line naming it, and no device", f"rc={rc} stderr={err!r} stdout={out!r}")
+    # No device is an empty list with its count set, as rdma-core gives: perftest reads the count
+    # even when the list is NULL, and -n made it crash on the garbage (SIGSEGV) before.
+    rc, out, err = run([softrdma, "run", "--", "ib_send_lat", "-n", "5000"], env=clean_env(SOFTRDMA_UDP_GSO="2"))
+    check(rc == 1 and "Did not detect devices" in err, "no device: perftest says so and exits 1",
+          f"rc={rc} stderr={err!r} stdout={out!r}")
     one_line_error([softrdma, "devices", "--ip", "1.2.3.4.5"], 2, "not an IPv4 or IPv6 address", "devices: bad --ip")
     one_line_error([softrdma, "run", "--ip", "fe80::1", "--", "true"], 2, "--ip 'fe80::1' is a link-local IPv6 address",
                    "link-local --ip")
