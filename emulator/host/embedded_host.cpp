@@ -11,6 +11,7 @@
 
 #include "emulator/host/loopback_address.hpp"
 #include "emulator/host/short_slice.hpp"
+#include "emulator/net/udp_backend.hpp"
 
 namespace softrdma::host {
 namespace {
@@ -18,7 +19,8 @@ namespace {
 // Receive bursts per step, and packets sent per step: bounds on how long one step holds the
 // lock, so that a 1 MiB message does not keep the other side of the device waiting.
 constexpr int kReceiveBurstsPerStep = 4;
-constexpr std::size_t kTransmitPerStep = 4 * net::UdpBackend::kBurst;
+constexpr std::size_t kTransmitBurst = 32;  // packets handed to the backend at once
+constexpr std::size_t kTransmitPerStep = 4 * kTransmitBurst;
 
 // An application that calls poll_cq many times in quick succession is busy-polling
 // (perftest, ibv_rc_pingpong without -e): it receives on its own thread, and the progress
@@ -35,10 +37,18 @@ constexpr core::Time kNever = ~core::Time{0};
 }  // namespace
 
 HostStart EmbeddedHost::start(HostConfig config) {
-  net::UdpOpenResult opened = config.ip ? net::UdpBackend::open(*config.ip) : bind_first_free_loopback();
-  if (!opened.backend) return {nullptr, opened.error};
-  opened.backend->set_gso(config.udp_gso);
-  std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(opened.backend), config.device, config.memory, config.spin));
+  std::unique_ptr<net::Backend> backend;
+  if (config.open_backend) {
+    net::BackendOpen opened = config.open_backend();
+    if (!opened.backend) return {nullptr, opened.error};
+    backend = std::move(opened.backend);
+  } else {
+    net::UdpOpenResult opened = config.ip ? net::UdpBackend::open(*config.ip) : bind_first_free_loopback();
+    if (!opened.backend) return {nullptr, opened.error};
+    opened.backend->set_gso(config.udp_gso);
+    backend = std::move(opened.backend);
+  }
+  std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(backend), config.device, config.memory, config.spin));
   if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
   if (config.capture_path) {
     net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
@@ -59,22 +69,22 @@ HostStart EmbeddedHost::start(HostConfig config) {
 
 namespace {
 
-// The device as the socket makes it: GID 0 is the bound address, and every packet leaves
-// from the socket's one port, so the engine seals each ICRC with that port.
-core::DeviceConfig for_socket(core::DeviceConfig config, const net::UdpBackend& socket) {
-  config.gids = {socket.local_gid()};
-  config.udp_source_port = socket.local_port();
+// The device as the backend makes it: GID 0 is its address, and every packet leaves from its
+// one port, so the engine seals each ICRC with that port.
+core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& backend) {
+  config.gids = {backend.local_gid()};
+  config.udp_source_port = backend.local_port();
   return config;
 }
 
 }  // namespace
 
-EmbeddedHost::EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device,
+EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device,
                            core::Memory* memory, std::chrono::nanoseconds spin)
     : backend_(std::move(backend)),
-      device_(for_socket(std::move(device), *backend_), memory != nullptr ? *memory : direct_memory_),
+      device_(for_backend(std::move(device), *backend_), memory != nullptr ? *memory : direct_memory_),
       spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {
-  tx_queue_.reserve(net::UdpBackend::kBurst);
+  tx_queue_.reserve(kTransmitBurst);
 }
 
 EmbeddedHost::~EmbeddedHost() { stop(); }
@@ -152,6 +162,8 @@ void EmbeddedHost::set_work_source(WorkSource* source) {
 }
 
 void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, WorkSource* source) {
+  // A backend without a file descriptor (a DPDK port) is polled: never sleep past its interval.
+  if (backend_->fd() < 0) until = std::min(until, now + backend_->poll_interval_ns());
   // wake_at_ is stored before deadline_ is read again, and after_call stores deadline_ before
   // it reads wake_at_ (both sequentially consistent): either this thread sees the new
   // deadline, or after_call sees that it sleeps and kicks it.
@@ -190,10 +202,11 @@ void EmbeddedHost::run() {
     if (now < lease_end) {
       sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
     } else if (now - idle_since < spin_ns_) {
-      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write));
+      // A polled backend (no fd to ask) is looked at on every pass.
+      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write)) || fd < 0;
       // Spinning must not keep a woken application thread off this core: on a machine with
       // few cores that turns a microsecond wait into a scheduler time slice.
-      if (!ready) sched_yield();
+      if (!ready || fd < 0) sched_yield();
     } else {
       sleep_until(now, until, static_cast<short>(POLLIN | write), source);
     }
@@ -250,7 +263,7 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
   Sent sent;
   if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {
-    while (tx_queue_.size() < net::UdpBackend::kBurst) {
+    while (tx_queue_.size() < kTransmitBurst) {
       std::optional<core::TxPacket> p = device_.transmit(now);
       if (!p) break;
       if (faults_) {

@@ -1,5 +1,5 @@
-// The embedded host (DESIGN.md §5): one transport engine, one UDP socket and one progress
-// thread inside the application process, for the verbs shim to sit on.
+// The embedded host (DESIGN.md §5): one transport engine, one backend (a UDP socket unless the
+// daemon brings another) and one progress thread, for the verbs shim or softrdmad to sit on.
 //
 // Every engine call happens under one lock. The progress thread receives, fires timers,
 // transmits and delivers events; application threads take two short cuts so that latency
@@ -32,7 +32,7 @@
 #include "emulator/host/fault_stage.hpp"
 #include "emulator/host/host_clock.hpp"
 #include "emulator/net/capture_stage.hpp"
-#include "emulator/net/udp_backend.hpp"
+#include "emulator/net/backend.hpp"
 
 namespace softrdma::host {
 
@@ -54,6 +54,9 @@ struct HostConfig {
   // Send runs of equal packets as UDP GSO datagrams (net/udp_backend.hpp); off: one datagram
   // per packet, which is what a tcpdump on the interface can decode packet by packet.
   bool udp_gso = true;
+  // Opens another backend than the udp one (softrdmad's dpdk); `ip` and `udp_gso` then do
+  // nothing. Empty: udp.
+  std::function<net::BackendOpen()> open_backend;
 };
 
 struct HostStats {
@@ -130,7 +133,7 @@ class EmbeddedHost {
   HostStats stats();
 
  private:
-  EmbeddedHost(std::unique_ptr<net::UdpBackend> backend, core::DeviceConfig device, core::Memory* memory,
+  EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device, core::Memory* memory,
                std::chrono::nanoseconds spin);
 
   struct Sent {
@@ -155,7 +158,7 @@ class EmbeddedHost {
   void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
   core::DirectMemory direct_memory_;  // unless HostConfig::memory names another
-  std::unique_ptr<net::UdpBackend> backend_;
+  std::unique_ptr<net::Backend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel

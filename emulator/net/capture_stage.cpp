@@ -15,9 +15,7 @@
 
 #include "emulator/core/copy_bytes.hpp"
 #include "emulator/core/roce_headers.hpp"
-#include "wire/inet_checksum.hpp"
-#include "wire/ipv4.hpp"
-#include "wire/ipv6.hpp"
+#include "emulator/net/roce_encapsulation.hpp"
 #include "wire/udp.hpp"
 
 namespace softrdma::net {
@@ -99,11 +97,8 @@ void CaptureStage::record(std::uint64_t time_ns, Direction direction, const core
 void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route,
                                  std::uint16_t dst_port, std::span<const std::uint8_t> payload,
                                  std::vector<std::uint8_t>* take) {
-  const bool v4 = core::is_ipv4_mapped(route.dst);  // as the engine chooses the header its ICRC covers
-  const std::size_t ip_len = v4 ? wire::Ipv4::min_length : wire::Ipv6::length;
-  const std::size_t udp_len = wire::Udp::length + payload.size();
-  const std::size_t eth_len = wire::Ethernet::length;
-  const std::size_t headers_len = eth_len + ip_len + wire::Udp::length;
+  const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
+  const std::size_t headers_len = roce_headers_length(eth, route);
   const std::size_t frame_len = headers_len + payload.size();
   if (closing_ || queue_.bytes + sizeof(PcapRecordHeader) + frame_len > kMaxQueuedBytes) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -113,30 +108,12 @@ void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, con
   f.record = PcapRecordHeader::make(time_ns, static_cast<std::uint32_t>(frame_len));
   f.headers_length = static_cast<std::uint8_t>(headers_len);
   queue_.bytes += sizeof(PcapRecordHeader) + frame_len;
-  std::uint8_t* out = f.headers.data();
-
-  const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
-  eth.emit(out, v4 ? wire::ethertype::ipv4 : wire::ethertype::ipv6);
-  std::uint8_t* ip = out + eth_len;
   // The header the engine sealed the ICRC over, with the TTL the socket really sends: the
   // route's hop limit, the kernel's default (64) for 0; a received packet's is not reported
   // to us.
   core::Endpoints as_sent = route;
   as_sent.hop_limit = direction == Direction::tx && route.hop_limit != 0 ? route.hop_limit : 64;
-  core::write_ip_header(as_sent, udp_len, ip);
-  std::uint8_t* udp = ip + ip_len;
-  wire::Udp::src_port::set(udp, route.src_port);
-  wire::Udp::dst_port::set(udp, dst_port);
-  wire::Udp::total_length::set(udp, udp_len);
-  wire::Udp::checksum::set(udp, 0);  // IPv4: SO_NO_CHECK
-  if (!v4) {
-    const std::uint32_t pseudo =
-        wire::pseudo_header_sum({ip + wire::Ipv6::src_offset, 16}, {ip + wire::Ipv6::dst_offset, 16}, wire::ip_proto::udp,
-                                static_cast<std::uint32_t>(udp_len));
-    const std::uint32_t sum = wire::inet_sum(payload, wire::inet_sum({udp, wire::Udp::length}, pseudo));
-    const std::uint16_t folded = wire::inet_fold(sum);
-    wire::Udp::checksum::set(udp, folded == 0 ? 0xFFFF : folded);  // 0 would mean "none" (RFC 768)
-  }
+  write_roce_headers(eth, as_sent, dst_port, payload, f.headers.data());
   if (take != nullptr) {
     f.taken = std::move(*take);
   } else {

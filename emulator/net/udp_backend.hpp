@@ -37,25 +37,11 @@
 #include <string_view>
 
 #include "emulator/core/device.hpp"
+#include "emulator/net/backend.hpp"
 
 namespace softrdma::net {
 
 inline constexpr std::uint16_t kRoceV2Port = 4791;  // IANA's RoCEv2 port (annex A17.2)
-
-struct UdpCounters {
-  std::uint64_t tx_packets = 0;
-  std::uint64_t tx_bytes = 0;     // UDP payload bytes
-  std::uint64_t tx_errors = 0;    // packets the kernel refused (last_tx_errno says why)
-  std::uint64_t tx_no_route = 0;  // destination GID of the other address family than the socket
-  std::uint64_t rx_packets = 0;
-  std::uint64_t rx_bytes = 0;
-  std::uint64_t rx_truncated = 0;     // datagrams longer than a receive slot or than 64 coalesced packets, dropped
-  std::uint64_t rx_errors = 0;        // failed recvmmsg calls
-  std::uint64_t rx_kernel_drops = 0;  // datagrams the kernel dropped on a full socket buffer (SO_RXQ_OVFL)
-  std::uint64_t tx_gso_datagrams = 0;   // datagrams sent with UDP GSO (several packets each)
-  std::uint64_t rx_gro_datagrams = 0;   // datagrams received coalesced (UDP_GRO), split here
-  int last_tx_errno = 0;
-};
 
 class UdpBackend;
 
@@ -65,7 +51,7 @@ struct UdpOpenResult {
   std::string error;                    // on failure: one line for a person
 };
 
-class UdpBackend {
+class UdpBackend final : public Backend {
  public:
   static constexpr std::size_t kBurst = 32;          // datagrams per sendmmsg / recvmmsg
   static constexpr std::size_t kSlotBytes = 65536;   // the largest UDP datagram: a coalesced one, or a jumbo packet
@@ -79,14 +65,14 @@ class UdpBackend {
 
   UdpBackend(const UdpBackend&) = delete;
   UdpBackend& operator=(const UdpBackend&) = delete;
-  ~UdpBackend();
+  ~UdpBackend() override;
 
-  int fd() const { return fd_; }
+  int fd() const override { return fd_; }
   bool is_ipv4() const { return ipv4_; }
-  const core::Gid& local_gid() const { return local_gid_; }
-  std::uint16_t local_port() const { return local_port_; }
-  const std::string& local_address() const { return local_address_; }  // "127.0.0.2", "::1"
-  const UdpCounters& counters() const { return counters_; }
+  const core::Gid& local_gid() const override { return local_gid_; }
+  std::uint16_t local_port() const override { return local_port_; }
+  const std::string& local_address() const override { return local_address_; }  // "127.0.0.2", "::1"
+  UdpCounters counters() const override { return counters_; }
   // Off: every packet leaves as its own datagram, ID 0 and (IPv4) checksum 0, so a tcpdump on
   // the interface sees each RoCE packet as a frame of its own. On by default.
   void set_gso(bool on) { gso_ = on; }
@@ -96,12 +82,12 @@ class UdpBackend {
   // packets.size() only when the socket's send buffer is full: wait for POLLOUT and send the
   // rest then. Never blocks.
   // Packets of a GSO datagram get their IPv4 ID and matching ICRC set here (see above).
-  std::size_t send(std::span<core::TxPacket> packets);
+  std::size_t send(std::span<core::TxPacket> packets) override;
 
   // The packets of up to kBurst datagrams that have arrived (a coalesced one split into its
   // packets), as the engine takes them; empty when none has.
   // The bytes live in this backend's slots until the next call. Never blocks.
-  std::span<const core::RxPacket> receive();
+  std::span<const core::RxPacket> receive() override;
 
  private:
   struct Socket;  // the Boost.Asio objects, kept out of this header

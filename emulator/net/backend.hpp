@@ -1,0 +1,59 @@
+// What the host needs of a backend (DESIGN.md §4): it moves bursts of RoCEv2 packets between
+// the engine and a wire. `udp` (udp_backend.hpp) hands UDP payloads to kernel sockets; `dpdk`
+// (dpdk_backend.hpp) builds and parses whole Ethernet frames on a DPDK port.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "emulator/core/device.hpp"
+
+namespace softrdma::net {
+
+// Packet counters at the UDP/IP layer, whichever backend moves the packets.
+struct UdpCounters {
+  std::uint64_t tx_packets = 0;
+  std::uint64_t tx_bytes = 0;     // UDP payload bytes
+  std::uint64_t tx_errors = 0;    // packets the kernel or the port refused (last_tx_errno says why)
+  std::uint64_t tx_no_route = 0;  // no way to the destination: other address family, neighbour unresolved
+  std::uint64_t rx_packets = 0;
+  std::uint64_t rx_bytes = 0;
+  std::uint64_t rx_truncated = 0;     // datagrams or frames too long for a receive slot, dropped
+  std::uint64_t rx_errors = 0;        // failed receive calls; dpdk: malformed or foreign frames
+  std::uint64_t rx_kernel_drops = 0;  // dropped below us on full buffers (SO_RXQ_OVFL; dpdk: imissed)
+  std::uint64_t tx_gso_datagrams = 0;   // datagrams sent with UDP GSO (several packets each)
+  std::uint64_t rx_gro_datagrams = 0;   // datagrams received coalesced (UDP_GRO), split here
+  int last_tx_errno = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // A file descriptor that becomes readable when packets arrive; -1 when the backend has none
+  // (a polled DPDK port): the host then never sleeps longer than poll_interval_ns().
+  virtual int fd() const = 0;
+  virtual std::uint64_t poll_interval_ns() const { return 0; }
+  virtual const core::Gid& local_gid() const = 0;
+  // The UDP source port every packet leaves from: the engine seals ICRCs for it.
+  virtual std::uint16_t local_port() const = 0;
+  virtual const std::string& local_address() const = 0;  // "127.0.0.2", "::1"
+  virtual UdpCounters counters() const = 0;
+
+  // Sends `packets` in order; returns how many were dealt with (sent, or counted as an error
+  // and dropped): fewer only when the wire cannot take more now (a full socket buffer: wait
+  // for POLLOUT on fd(); a full DPDK ring: try again). Never blocks.
+  virtual std::size_t send(std::span<core::TxPacket> packets) = 0;
+  // The packets that have arrived since the last call; their bytes stay valid until the next
+  // call. Empty when none has. Never blocks.
+  virtual std::span<const core::RxPacket> receive() = 0;
+};
+
+struct BackendOpen {
+  std::unique_ptr<Backend> backend;  // null on failure
+  std::string error;                 // on failure: one line for a person
+};
+
+}  // namespace softrdma::net
