@@ -1,0 +1,223 @@
+// EthernetLink, the dpdk backend's ARP and frame sorting (net/ethernet_link.hpp), driven with
+// frames built here byte by byte: no port, no clock.
+#include "emulator/net/ethernet_link.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "emulator/net/roce_encapsulation.hpp"
+#include "wire/arp.hpp"
+#include "wire/ipv4.hpp"
+#include "wire/udp.hpp"
+
+using namespace softrdma;
+
+namespace {
+
+const wire::MacAddress kOurMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+const wire::MacAddress kPeerMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+const wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+const wire::Ipv4Address kOurIp{10, 77, 1, 1};
+const wire::Ipv4Address kPeerIp{10, 77, 1, 2};
+
+core::Gid gid_of(const wire::Ipv4Address& ip) {
+  core::Gid g{};
+  g[10] = g[11] = 0xff;
+  for (int i = 0; i < 4; ++i) g[12 + i] = ip[i];
+  return g;
+}
+
+std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& dst_mac, const wire::MacAddress& sender_mac,
+                                    const wire::Ipv4Address& sender_ip, const wire::Ipv4Address& target_ip) {
+  std::vector<std::uint8_t> f(60);
+  wire::EthernetRepr{dst_mac, sender_mac, -1}.emit(f.data(), wire::ethertype::arp);
+  wire::ArpRepr{op, sender_mac, sender_ip, op == wire::Arp::reply ? kOurMac : wire::MacAddress{}, target_ip}.emit(
+      f.data() + wire::Ethernet::length);
+  return f;
+}
+
+// A RoCEv2 frame from the peer to `dst_ip` carrying `payload` (its contents do not matter to
+// the link), with IPv4 ID `id`.
+std::vector<std::uint8_t> roce_frame(const wire::MacAddress& dst_mac, const wire::Ipv4Address& dst_ip, std::uint16_t id,
+                                     const std::vector<std::uint8_t>& payload) {
+  const wire::EthernetRepr eth{dst_mac, kPeerMac, -1};
+  core::Endpoints route;
+  route.src = gid_of(kPeerIp);
+  route.dst = gid_of(dst_ip);
+  route.src_port = 0xC123;
+  route.ipv4_id = id;
+  const std::size_t headers = net::roce_headers_length(eth, route);
+  std::vector<std::uint8_t> f(headers + payload.size());
+  net::write_roce_headers(eth, route, wire::kRoceV2Port, payload, f.data());
+  std::copy(payload.begin(), payload.end(), f.begin() + static_cast<std::ptrdiff_t>(headers));
+  return f;
+}
+
+core::TxPacket packet_to(const wire::Ipv4Address& ip, std::uint8_t tag) {
+  core::TxPacket p;
+  p.route.src = gid_of(kOurIp);
+  p.route.dst = gid_of(ip);
+  p.bytes = {tag, 1, 2, 3};
+  return p;
+}
+
+const std::vector<std::uint8_t> kPayload(40, 0xab);
+constexpr std::size_t kIpOffset = wire::Ethernet::length;
+
+}  // namespace
+
+TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, port and IPv4 ID") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  const std::vector<std::uint8_t> f = roce_frame(kOurMac, kOurIp, 0x1234, kPayload);
+  const auto p = link.receive(f, 0);
+  REQUIRE(p);
+  CHECK(std::vector<std::uint8_t>(p->bytes.begin(), p->bytes.end()) == kPayload);
+  CHECK(p->src_gid == gid_of(kPeerIp));
+  CHECK(p->dst_gid == gid_of(kOurIp));
+  CHECK(p->src_port == 0xC123);
+  CHECK(p->ipv4_id == 0x1234);
+  CHECK(link.counters().rx_roce == 1);
+}
+
+TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted and dropped") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  CHECK_FALSE(link.receive(roce_frame(kPeerMac, kOurIp, 0, kPayload), 0));  // promiscuous port: not our MAC
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kPeerIp, 0, kPayload), 0));  // our MAC, another IP
+  std::vector<std::uint8_t> other_port = roce_frame(kOurMac, kOurIp, 0, kPayload);
+  wire::Udp::dst_port::set(other_port.data() + kIpOffset + wire::Ipv4::min_length, 4792);
+  CHECK_FALSE(link.receive(other_port, 0));
+  std::vector<std::uint8_t> lldp(60);
+  wire::EthernetRepr{kOurMac, kPeerMac, -1}.emit(lldp.data(), 0x88cc);
+  CHECK_FALSE(link.receive(lldp, 0));
+  // RoCEv2 over IPv6: well formed, but this link serves one IPv4 address.
+  const wire::EthernetRepr eth{kOurMac, kPeerMac, -1};
+  core::Endpoints v6;
+  v6.src = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  v6.dst = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  std::vector<std::uint8_t> ipv6(net::roce_headers_length(eth, v6) + kPayload.size());
+  net::write_roce_headers(eth, v6, wire::kRoceV2Port, kPayload, ipv6.data());
+  CHECK_FALSE(link.receive(ipv6, 0));
+  CHECK(link.counters().rx_not_ours == 5);
+  CHECK(link.counters().rx_malformed == 0);
+  CHECK(link.counters().rx_roce == 0);
+}
+
+TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  const std::vector<std::uint8_t> good = roce_frame(kOurMac, kOurIp, 0, kPayload);
+  CHECK_FALSE(link.receive(std::span(good).first(10), 0));
+  std::vector<std::uint8_t> bad_sum = good;
+  bad_sum[kIpOffset + 10] ^= 0x01;
+  CHECK_FALSE(link.receive(bad_sum, 0));
+  std::vector<std::uint8_t> fragment = good;
+  wire::Ipv4::more_fragments::set(fragment.data() + kIpOffset, true);
+  wire::Ipv4::checksum::set(fragment.data() + kIpOffset, 0);
+  wire::Ipv4::checksum::set(fragment.data() + kIpOffset, wire::inet_checksum({fragment.data() + kIpOffset, 20}));
+  CHECK_FALSE(link.receive(fragment, 0));
+  std::vector<std::uint8_t> short_ip = good;
+  wire::Ipv4::total_length::set(short_ip.data() + kIpOffset, 2000);  // longer than the frame
+  CHECK_FALSE(link.receive(short_ip, 0));
+  CHECK(link.counters().rx_malformed == 4);
+  CHECK(link.counters().rx_roce == 0);
+  CHECK(link.receive(good, 0));  // and the good one still passes
+}
+
+TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (RFC 826)") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  CHECK_FALSE(link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, kOurIp), 0));
+  const auto frames = link.take_frames();
+  REQUIRE(frames.size() == 1);
+  REQUIRE(frames[0].size() == 60);  // padded to Ethernet's minimum
+  const auto eth = wire::EthernetView::check(frames[0]);
+  REQUIRE(eth);
+  CHECK(eth->dst() == kPeerMac);
+  CHECK(eth->src() == kOurMac);
+  CHECK(eth->type() == wire::ethertype::arp);
+  const auto reply = wire::ArpRepr::parse(eth->payload());
+  REQUIRE(reply);
+  CHECK(reply->operation == wire::Arp::reply);
+  CHECK(reply->sender_mac == kOurMac);
+  CHECK(reply->sender_ip == kOurIp);
+  CHECK(reply->target_mac == kPeerMac);
+  CHECK(reply->target_ip == kPeerIp);
+  CHECK(link.counters().arp_replies_sent == 1);
+  // Learnt: a packet to the peer goes out at once, with no request of our own.
+  core::TxPacket p = packet_to(kPeerIp, 1);
+  CHECK(link.route(p, 0) == kPeerMac);
+  CHECK(link.take_frames().empty());
+}
+
+TEST_CASE("ARP for other addresses is neither answered nor learnt") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, wire::Ipv4Address{10, 77, 1, 9}), 0);
+  CHECK(link.take_frames().empty());
+  core::TxPacket p = packet_to(kPeerIp, 1);
+  CHECK_FALSE(link.route(p, 0));  // unknown: held, and a request goes out
+  CHECK(link.take_frames().size() == 1);
+  CHECK(link.counters().rx_arp == 1);
+}
+
+TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in order") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  for (std::uint8_t tag = 0; tag < 3; ++tag) {
+    core::TxPacket p = packet_to(kPeerIp, tag);
+    CHECK_FALSE(link.route(p, 1000));
+    CHECK(p.bytes.size() == 4);  // a copy was kept: the caller's packet is whole
+  }
+  const auto requests = link.take_frames();
+  REQUIRE(requests.size() == 1);  // one request for the three
+  const auto eth = wire::EthernetView::check(requests[0]);
+  REQUIRE(eth);
+  CHECK(eth->dst() == kBroadcast);
+  const auto request = wire::ArpRepr::parse(eth->payload());
+  REQUIRE(request);
+  CHECK(request->operation == wire::Arp::request);
+  CHECK(request->target_ip == kPeerIp);
+  CHECK(request->sender_ip == kOurIp);
+  CHECK(link.next_deadline() == 1000 + net::EthernetLink::kArpRetryNs);
+
+  link.receive(arp_frame(wire::Arp::reply, kOurMac, kPeerMac, kPeerIp, kOurIp), 2000);
+  const auto released = link.take_released();
+  REQUIRE(released.size() == 3);
+  for (std::uint8_t tag = 0; tag < 3; ++tag) {
+    CHECK(released[tag].first == kPeerMac);
+    CHECK(released[tag].second.bytes[0] == tag);
+  }
+  CHECK_FALSE(link.next_deadline());
+  CHECK(link.counters().tx_held == 3);
+}
+
+TEST_CASE("an unanswered neighbour is asked kArpTries times, then its packets are dropped and counted") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  core::TxPacket p = packet_to(kPeerIp, 7);
+  std::uint64_t now = 0;
+  link.route(p, now);
+  for (int i = 0; i < net::EthernetLink::kArpTries + 2; ++i) {
+    now += net::EthernetLink::kArpRetryNs;
+    link.advance(now);
+  }
+  CHECK(link.counters().arp_requests_sent == static_cast<std::uint64_t>(net::EthernetLink::kArpTries));
+  CHECK(link.counters().tx_unresolved == 1);
+  CHECK_FALSE(link.next_deadline());
+  CHECK(link.take_released().empty());
+  // The next packet starts over with a new request.
+  link.take_frames();
+  link.route(p, now);
+  CHECK(link.take_frames().size() == 1);
+}
+
+TEST_CASE("at most kHeldPerNeighbour packets wait; packets to IPv6 GIDs are refused") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  for (std::size_t i = 0; i < net::EthernetLink::kHeldPerNeighbour + 5; ++i) {
+    core::TxPacket p = packet_to(kPeerIp, 0);
+    link.route(p, 0);
+  }
+  CHECK(link.counters().tx_held == net::EthernetLink::kHeldPerNeighbour);
+  CHECK(link.counters().tx_unresolved == 5);
+  core::TxPacket v6 = packet_to(kPeerIp, 0);
+  v6.route.dst = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  CHECK_FALSE(link.route(v6, 0));
+  CHECK(link.counters().tx_not_ipv4 == 1);
+}
