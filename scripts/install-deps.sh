@@ -8,6 +8,8 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev pkg-config
   # libraries
   catch2 libboost-dev libpcap-dev libibverbs-dev
+  # the dpdk backend (emulator/net/dpdk_*): EAL and every PMD as shared libraries
+  libdpdk-dev
   # test and report tools
   tshark wireshark-common gcovr
   # network namespaces with veth pairs (two hosts on one machine) and captures on them

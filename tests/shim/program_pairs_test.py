@@ -17,6 +17,11 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
                 The daemon is $SOFTRDMAD (CMake sets it).
   daemons.NAME  a netns pair (DAEMON_NETNS_PAIRS) with one softrdmad on each "host", on the
                 veth's addresses; the programs attach to their host's daemon.
+  afpacket.NAME the same with both daemons on the dpdk backend: each owns its end of a second
+  afxdp.NAME    veth pair, which has no kernel address (net_af_packet or net_af_xdp, EAL with
+                --no-huge), at 10.77.1.1 and 10.77.1.2, answering ARP itself; the programs'
+                TCP exchange stays on the first pair. afxdp.NAME skips where the kernel refuses
+                an XDP socket.
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
                 pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
@@ -56,6 +61,12 @@ LISTEN_TIMEOUT = 20  # seconds for the server to reach LISTEN
 NETNS_ADDR = ("10.77.0.1", "10.77.0.2")  # server, client; only ever inside the namespaces made here
 VETH = ("srdmaA", "srdmaB")  # server's end, client's end
 VETH_MTU = 1500
+DATA_VETH = ("srdmaDA", "srdmaDB")  # the dpdk daemons' wire: no kernel address on it
+DPDK_ADDR = ("10.77.1.1", "10.77.1.2")
+DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp"}
+# What EAL needs here: no hugepages, PCI or shared config (two daemons side by side), and the
+# pool's 32 MiB (net/dpdk_backend.cpp).
+EAL_ARGS = "-l 0 --no-huge -m 128 --no-pci --no-shconf --no-telemetry"
 NETNS_ACTIVE_MTU = 1024  # what the device reports on a 1500-byte interface (verbs-shim/README.md)
 
 PACKAGES = {
@@ -188,7 +199,7 @@ def test_names():
     for mode in ("loop", "netns"):
         names += [f"{mode}.{p.name}" for p in PAIRS if mode in p.modes]
     names += [f"daemon.{p.name}" for p in PAIRS if "loop" in p.modes]
-    names += [f"daemons.{name}" for name in DAEMON_NETNS_PAIRS]
+    names += [f"{mode}.{name}" for mode in ("daemons", *DPDK_PMDS) for name in DAEMON_NETNS_PAIRS]
     names += [f"capture.{name}" for name in CAPTURES]
     return names
 
@@ -198,7 +209,9 @@ def find_pair(name):
     if mode == "capture":
         return mode, CAPTURES.get(rest)
     for p in PAIRS:
-        if p.name == rest and {"daemon": "loop", "daemons": "netns"}.get(mode, mode) in p.modes:
+        if mode in DPDK_PMDS and rest not in DAEMON_NETNS_PAIRS:
+            continue
+        if p.name == rest and {"daemon": "loop", "daemons": "netns", **{m: "netns" for m in DPDK_PMDS}}.get(mode, mode) in p.modes:
             return mode, p
     return mode, None
 
@@ -480,6 +493,10 @@ def softrdmad_path():
     return softrdmad
 
 
+# What softrdmad says when the kernel will not give net_af_xdp an XDP socket (no root, no BPF).
+XDP_REFUSED = re.compile(r"Failed to (create umem|configure xdp socket)|Failed to load|xsk_socket__create", re.I)
+
+
 def start_daemon(softrdmad, work, tag, extra=(), netns_pid=None):
     """softrdmad on a socket in WORK (in the namespace of NETNS_PID if given); the Side and
     the socket, or (None, None) after a failed check."""
@@ -488,6 +505,9 @@ def start_daemon(softrdmad, work, tag, extra=(), netns_pid=None):
     deadline = time.monotonic() + LISTEN_TIMEOUT
     while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
         time.sleep(0.02)
+    if not os.path.exists(sock) and not daemon.alive() and "net_af_xdp" in " ".join(extra) and \
+            XDP_REFUSED.search(daemon.output()[1]):
+        skip(f"the kernel refuses net_af_xdp an XDP socket here: {daemon.output()[1].strip()[-400:]}")
     if not check(os.path.exists(sock), f"softrdmad listens on {sock}", daemon.report()):
         daemon.kill()
         return None, None
@@ -520,20 +540,40 @@ def check_daemon(pair, softrdma):
     return finish()
 
 
-def check_daemons(pair, softrdma, host_netns):
+def daemon_options(backend, side):
+    """softrdmad's options for SIDE (0 server, 1 client) on BACKEND ("udp" or a DPDK_PMDS key)."""
+    if backend == "udp":
+        return ["--ip", NETNS_ADDR[side]]
+    vdev = f"--vdev={DPDK_PMDS[backend]}0,iface={DATA_VETH[side]}"
+    return ["--backend", "dpdk", "--ip", DPDK_ADDR[side], "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
+
+
+def check_daemons(pair, softrdma, host_netns, backend="udp"):
     """PAIR between two namespaces, each program on its own namespace's softrdmad."""
     inside_own_namespace(host_netns)
     softrdmad = softrdmad_path()
-    with tempfile.TemporaryDirectory(prefix="softrdma-daemons-") as work, TwoHosts() as hosts:
-        server_daemon, server_sock = start_daemon(softrdmad, work, "softrdmad-A", ["--ip", NETNS_ADDR[0]])
-        client_daemon, client_sock = start_daemon(softrdmad, work, "softrdmad-B", ["--ip", NETNS_ADDR[1]],
+    with tempfile.TemporaryDirectory(prefix="softrdma-daemons-") as work, TwoHosts(backend != "udp") as hosts:
+        server_daemon, server_sock = start_daemon(softrdmad, work, "softrdmad-A", daemon_options(backend, 0))
+        client_daemon, client_sock = start_daemon(softrdmad, work, "softrdmad-B", daemon_options(backend, 1),
                                                   netns_pid=hosts.holder.pid)
         if server_daemon is None or client_daemon is None:
+            for d in (server_daemon, client_daemon):
+                if d is not None:
+                    d.kill()
             return finish()
         sides = run_pair(pair, "netns", work, softrdma, "daemons", client_netns_pid=hosts.holder.pid,
                          server_opts=[f"--daemon={server_sock}"], client_opts=[f"--daemon={client_sock}"])
         judged = sides is not None and judge_pair(pair, "netns", *sides)
         stop_daemons([server_daemon, client_daemon], judged)
+        if backend != "udp":
+            for d in (server_daemon, client_daemon):
+                # The port's own summary at exit (net/dpdk_backend.cpp): the pair's packets
+                # crossed it, and nothing that came in was malformed.
+                m = re.search(r"dpdk port 0: (\d+) RoCE packets in, (\d+) ARP in, \d+ not ours, (\d+) malformed",
+                              d.output()[1])
+                check(m is not None and int(m.group(1)) > 0 and int(m.group(2)) > 0 and m.group(3) == "0",
+                      f"{d.role}: RoCE packets and ARP came in through {DPDK_PMDS[backend]}, none malformed",
+                      m.group(0) if m else d.output()[1][-2000:])
     return finish()
 
 
@@ -565,8 +605,12 @@ def sh(argv, what):
 
 
 class TwoHosts:
-    def __init__(self):
+    """With DATA_LINK, a second veth pair (DATA_VETH) joins the hosts too, up but without
+    addresses: the dpdk daemons' wire, which the kernel does not use."""
+
+    def __init__(self, data_link=False):
         self.holder = None
+        self.data_link = data_link
 
     def __enter__(self):
         sh(["ip", "link", "set", "lo", "up"], "cannot bring up the namespace's loopback")
@@ -596,10 +640,19 @@ class TwoHosts:
         sh(b + ["ip", "link", "set", "lo", "up"], "cannot bring up the second namespace's loopback")
         sh(b + ["ip", "addr", "add", f"{NETNS_ADDR[1]}/24", "dev", VETH[1]], "cannot address the veth's peer")
         sh(b + ["ip", "link", "set", VETH[1], "up"], "cannot bring the veth's peer up")
+        links = [VETH[0]]
+        if self.data_link:
+            sh(["ip", "link", "add", DATA_VETH[0], "mtu", str(VETH_MTU), "type", "veth", "peer", "name", DATA_VETH[1],
+                "mtu", str(VETH_MTU)], "cannot create the data veth pair")
+            sh(["ip", "link", "set", DATA_VETH[1], "netns", str(self.holder.pid)], "cannot move the data veth's end")
+            sh(["ip", "link", "set", DATA_VETH[0], "up"], "cannot bring the data veth up")
+            sh(b + ["ip", "link", "set", DATA_VETH[1], "up"], "cannot bring the data veth's peer up")
+            links.append(DATA_VETH[0])
         until = time.monotonic() + 10
         while time.monotonic() < until:
-            p = subprocess.run(["ip", "-o", "link", "show", VETH[0]], capture_output=True, text=True)
-            if "LOWER_UP" in p.stdout:
+            up = [subprocess.run(["ip", "-o", "link", "show", link], capture_output=True, text=True).stdout
+                  for link in links]
+            if all("LOWER_UP" in u for u in up):
                 break
             time.sleep(0.05)
         print(f"two hosts: {NETNS_ADDR[0]} on {VETH[0]} (this namespace), {NETNS_ADDR[1]} on {VETH[1]} "
@@ -746,6 +799,8 @@ def main(argv):
             return check_netns(pair, softrdma, host_netns)
         if mode == "daemons":
             return check_daemons(pair, softrdma, host_netns)
+        if mode in DPDK_PMDS:
+            return check_daemons(pair, softrdma, host_netns, backend=mode)
         return check_capture(pair, softrdma, host_netns, tshark_validate, CAPTURE_SEND_PACKETS[pair.name])
     except subprocess.TimeoutExpired as e:
         print(f"FAIL timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")

@@ -1,5 +1,6 @@
 // softrdmad: one softrdma device shared by many processes, like a NIC (DESIGN.md §5). It runs
-// the engine on the udp backend (emulator/host/embedded_host.hpp) and serves verbs clients on
+// the engine (emulator/host/embedded_host.hpp) on the udp backend or on a DPDK port
+// (emulator/net/dpdk_backend.hpp) and serves verbs clients on
 // a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
 // `softrdma run --daemon` or SOFTRDMA_DAEMON=SOCKET.
 #include <grp.h>
@@ -12,14 +13,18 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "emulator/host/daemon_server.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/process_memory.hpp"
 #include "emulator/host/runtime_dir.hpp"
+#include "emulator/net/dpdk_backend.hpp"
 #include "emulator/net/fault_plan.hpp"
 
 namespace {
@@ -27,6 +32,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
     "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
+    "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--poll-interval US]\n"
     "\n"
     "Runs the softrdma device srdma0 for every process that attaches to it (softrdma run --daemon,\n"
     "or SOFTRDMA_DAEMON=PATH): one engine and one UDP socket on port 4791, shared as processes share\n"
@@ -44,6 +50,13 @@ constexpr const char* kUsage =
     "  --capture FILE       write every packet the device sends and receives to a pcap file\n"
     "  --faults SPEC        seeded fault injection, as softrdma run --faults\n"
     "  --no-gso             one UDP datagram per packet\n"
+    "  --backend udp|dpdk   udp (default): kernel UDP sockets, unprivileged. dpdk: the device owns\n"
+    "                       a DPDK port and answers ARP for --ip (required, IPv4), which no kernel\n"
+    "                       interface should hold\n"
+    "  --eal 'EAL ARGS'     dpdk: EAL's arguments, space-separated, e.g. '-l 0 --no-huge -m 128\n"
+    "                       --no-pci --no-shconf --no-telemetry --vdev=net_af_packet0,iface=veth0'\n"
+    "  --dpdk-port N        dpdk: the ethdev port to use (default 0)\n"
+    "  --poll-interval US   dpdk: how often an idle device looks at the port (default 50)\n"
     "  --shutdown-grace MS  how long clients get after SIGTERM before they are cut off (default 2000)\n"
     "  --config FILE        read options from FILE first: one 'name = value' per line (names as the\n"
     "                       options without '--', 'no-gso = true'), '#' starts a comment;\n"
@@ -90,13 +103,29 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
   return true;
 }
 
-constexpr std::string_view kValued[] = {"ip", "socket", "group", "capture", "faults", "shutdown-grace", "config"};
+constexpr std::string_view kValued[] = {"ip",      "socket", "group",     "capture",       "faults", "shutdown-grace",
+                                        "config",  "backend", "eal",      "dpdk-port",     "poll-interval"};
 
 bool takes_value(std::string_view name) {
   for (std::string_view v : kValued) {
     if (v == name) return true;
   }
   return false;
+}
+
+// A whole decimal number, or none.
+std::optional<unsigned> parse_unsigned(const std::string& v) {
+  unsigned n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc{} || end != v.data() + v.size()) return std::nullopt;
+  return n;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> words;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
 }
 
 }  // namespace
@@ -163,11 +192,31 @@ int main(int argc, char** argv) {
     options.group = g->gr_gid;
   }
   if (settings.count("shutdown-grace")) {
-    const std::string& v = settings["shutdown-grace"];
-    unsigned ms = 0;
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), ms);
-    if (ec != std::errc{} || end != v.data() + v.size()) return usage_error("--shutdown-grace takes milliseconds");
-    options.shutdown_grace = std::chrono::milliseconds(ms);
+    const std::optional<unsigned> ms = parse_unsigned(settings["shutdown-grace"]);
+    if (!ms) return usage_error("--shutdown-grace takes milliseconds");
+    options.shutdown_grace = std::chrono::milliseconds(*ms);
+  }
+  const std::string backend = settings.count("backend") ? settings["backend"] : "udp";
+  if (backend == "dpdk") {
+    net::DpdkConfig dpdk;
+    if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 address)");
+    dpdk.ip = settings["ip"];
+    dpdk.eal_args = split_words(settings.count("eal") ? settings["eal"] : "");
+    if (settings.count("dpdk-port")) {
+      const std::optional<unsigned> port = parse_unsigned(settings["dpdk-port"]);
+      if (!port || *port > UINT16_MAX) return usage_error("--dpdk-port takes a port number");
+      dpdk.port = static_cast<std::uint16_t>(*port);
+    }
+    if (settings.count("poll-interval")) {
+      const std::optional<unsigned> us = parse_unsigned(settings["poll-interval"]);
+      if (!us || *us == 0) return usage_error("--poll-interval takes microseconds (at least 1)");
+      dpdk.poll_interval_ns = std::uint64_t{*us} * 1000;
+    }
+    config.open_backend = [dpdk] { return net::DpdkBackend::open(dpdk); };
+  } else if (backend != "udp") {
+    return usage_error("--backend is udp or dpdk");
+  } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("poll-interval")) {
+    return usage_error("--eal, --dpdk-port and --poll-interval need --backend dpdk");
   }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
@@ -188,8 +237,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
     return 1;
   }
-  std::fprintf(stderr, "softrdmad: srdma0 on %s, serving %s (pid %d)\n", started.host->address().c_str(),
-               options.socket_path.c_str(), static_cast<int>(::getpid()));
+  std::fprintf(stderr, "softrdmad: srdma0 on %s (%s backend), serving %s (pid %d)\n", started.host->address().c_str(),
+               backend.c_str(), options.socket_path.c_str(), static_cast<int>(::getpid()));
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

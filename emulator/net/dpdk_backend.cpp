@@ -1,0 +1,321 @@
+#include "emulator/net/dpdk_backend.hpp"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "emulator/core/copy_bytes.hpp"
+#include "emulator/net/roce_encapsulation.hpp"
+
+namespace softrdma::net {
+namespace {
+
+constexpr unsigned kPoolMbufs = 8191;  // 2^n - 1 suits the ring under the pool
+constexpr unsigned kPoolCache = 0;     // our threads are not lcores: a cache would go unused
+constexpr std::uintptr_t kPage = 4096;
+constexpr unsigned kObjectBytes = kPage;  // one pool object, its mempool header included (create_pool)
+constexpr std::uint16_t kRingDescriptors = 2048;
+constexpr auto kLinkUpWait = std::chrono::seconds(5);
+
+std::atomic<bool> eal_taken{false};
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+std::string rte_error(int err) { return rte_strerror(err < 0 ? -err : err); }
+
+// EAL wants a mutable argv whose strings outlive the call (it keeps pointers into them).
+int init_eal(const std::vector<std::string>& args) {
+  static std::vector<std::string> kept;
+  static std::vector<char*> argv;
+  kept.clear();
+  kept.emplace_back("softrdmad");
+  kept.insert(kept.end(), args.begin(), args.end());
+  argv.clear();
+  for (std::string& s : kept) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return rte_eal_init(static_cast<int>(kept.size()), argv.data());
+}
+
+// The mbuf pool, built so that every object is exactly one page, page-aligned. net_af_xdp
+// hands the pool's memory to the kernel as its UMEM, in unaligned-chunk mode, and the kernel
+// silently discards any descriptor whose buffer crosses a page boundary unless the pages are
+// physically contiguous (hugepages); with --no-huge they are not. rte_pktmbuf_pool_create's
+// default layout pads objects to spread them over memory channels and lets them straddle
+// pages: measured here, that lost about one frame in ten on transmit, and RC stalled.
+rte_mempool* create_pool(const std::string& name, int socket) {
+  constexpr unsigned kFlags = RTE_MEMPOOL_F_NO_SPREAD;
+  rte_mempool_objsz sizes{};
+  rte_mempool_calc_obj_size(0, kFlags, &sizes);
+  const unsigned element = kObjectBytes - sizes.header_size - sizes.trailer_size;
+  rte_mempool* pool = rte_mempool_create_empty(name.c_str(), kPoolMbufs, element, kPoolCache,
+                                               sizeof(rte_pktmbuf_pool_private), socket, kFlags);
+  if (pool == nullptr) return nullptr;
+  rte_pktmbuf_pool_private priv{};
+  priv.mbuf_data_room_size = static_cast<std::uint16_t>(element - sizeof(rte_mbuf));
+  if (rte_mempool_set_ops_byname(pool, rte_mbuf_best_mempool_ops(), nullptr) != 0) {
+    rte_mempool_free(pool);
+    return nullptr;
+  }
+  rte_pktmbuf_pool_init(pool, &priv);
+  if (rte_mempool_populate_default(pool) < 0) {
+    rte_mempool_free(pool);
+    return nullptr;
+  }
+  rte_mempool_obj_iter(pool, rte_pktmbuf_init, nullptr);
+  return pool;
+}
+
+// Pool objects whose buffer crosses a page boundary (see create_pool).
+unsigned straddling_objects(rte_mempool* pool) {
+  unsigned count = 0;
+  rte_mempool_obj_iter(
+      pool,
+      [](rte_mempool*, void* counter, void* object, unsigned) {
+        const auto* m = static_cast<const rte_mbuf*>(object);
+        const auto first = reinterpret_cast<std::uintptr_t>(m->buf_addr);
+        const auto last = first + m->buf_len - 1;
+        if (first / kPage != last / kPage) ++*static_cast<unsigned*>(counter);
+      },
+      &count);
+  return count;
+}
+
+BackendOpen failed(std::string what) { return {nullptr, "dpdk backend: " + std::move(what)}; }
+
+}  // namespace
+
+BackendOpen DpdkBackend::open(const DpdkConfig& config) {
+  in_addr ip{};
+  if (inet_pton(AF_INET, config.ip.c_str(), &ip) != 1)
+    return failed("'" + config.ip + "' is not an IPv4 address (the dpdk backend does ARP, not IPv6 neighbour discovery)");
+  if (eal_taken.exchange(true)) return failed("EAL is already initialised in this process (one dpdk device per process)");
+
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const bool have_cpus = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+  if (init_eal(config.eal_args) < 0) return failed("EAL initialisation failed: " + rte_error(rte_errno));
+  if (have_cpus) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);  // see the header
+
+  const std::uint16_t port = config.port;
+  if (!rte_eth_dev_is_valid_port(port))
+    return failed("no ethdev port " + std::to_string(port) + " (EAL created " + std::to_string(rte_eth_dev_count_avail()) +
+                  "; name one with --vdev=... or a PCI device in the EAL arguments)");
+  rte_eth_dev_info info{};
+  if (const int err = rte_eth_dev_info_get(port, &info); err != 0) return failed("cannot query port: " + rte_error(err));
+
+  const int socket = rte_eth_dev_socket_id(port);
+  rte_mempool* pool = create_pool("softrdma_" + std::to_string(port), socket < 0 ? SOCKET_ID_ANY : socket);
+  if (pool == nullptr) return failed("cannot create the mbuf pool: " + rte_error(rte_errno) + " (raise EAL's -m?)");
+
+  if (const unsigned n = straddling_objects(pool); n != 0)
+    std::fprintf(stderr, "softrdmad: dpdk: %u of %u mbufs cross a page boundary; net_af_xdp drops frames in them\n", n,
+                 kPoolMbufs);
+  rte_eth_conf conf{};
+  std::uint16_t rx_descriptors = kRingDescriptors, tx_descriptors = kRingDescriptors;
+  int err = rte_eth_dev_configure(port, 1, 1, &conf);
+  if (err == 0) err = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx_descriptors, &tx_descriptors);
+  if (err == 0) err = rte_eth_rx_queue_setup(port, 0, rx_descriptors, socket, nullptr, pool);
+  if (err == 0) err = rte_eth_tx_queue_setup(port, 0, tx_descriptors, socket, nullptr);
+  if (err == 0) err = rte_eth_dev_start(port);
+  if (err != 0) {
+    rte_mempool_free(pool);
+    return failed(std::string("cannot start port ") + info.driver_name + ": " + rte_error(err));
+  }
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(port, &mac);
+  // memif and tap drop what is sent before their link is up (research/dpdk.md pitfall 4).
+  const auto until = std::chrono::steady_clock::now() + kLinkUpWait;
+  rte_eth_link link{};
+  while (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_DOWN &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (link.link_status == RTE_ETH_LINK_DOWN)
+    std::fprintf(stderr, "softrdmad: dpdk port %u (%s): link still down after %llds; sending anyway\n", port,
+                 info.driver_name, static_cast<long long>(kLinkUpWait.count()));
+
+  wire::MacAddress our_mac{};
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
+  wire::Ipv4Address our_ip{};
+  std::memcpy(our_ip.data(), &ip, 4);
+  return {std::unique_ptr<Backend>(new DpdkBackend(port, pool, our_mac, our_ip, config.ip, config.poll_interval_ns)), {}};
+}
+
+DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, wire::Ipv4Address ip,
+                         std::string address, std::uint64_t poll_interval_ns)
+    : port_(port), pool_(pool), link_(mac, ip), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
+  gid_[10] = 0xff;
+  gid_[11] = 0xff;
+  std::copy(ip.begin(), ip.end(), gid_.begin() + 12);
+  received_.reserve(kBurst);
+  rx_.reserve(kBurst);
+}
+
+DpdkBackend::~DpdkBackend() {
+  release_received();
+  const LinkCounters& l = link_.counters();
+  std::fprintf(stderr,
+               "softrdmad: dpdk port %u: %llu RoCE packets in, %llu ARP in, %llu not ours, %llu malformed; "
+               "%llu ARP requests and %llu replies sent; %llu packets waited for ARP, %llu unresolved\n",
+               port_, static_cast<unsigned long long>(l.rx_roce), static_cast<unsigned long long>(l.rx_arp),
+               static_cast<unsigned long long>(l.rx_not_ours), static_cast<unsigned long long>(l.rx_malformed),
+               static_cast<unsigned long long>(l.arp_requests_sent), static_cast<unsigned long long>(l.arp_replies_sent),
+               static_cast<unsigned long long>(l.tx_held), static_cast<unsigned long long>(l.tx_unresolved));
+  rte_eth_stats stats{};
+  if (rte_eth_stats_get(port_, &stats) == 0)
+    std::fprintf(stderr, "softrdmad: dpdk port %u: the port counted %llu frames in, %llu out; %llu missed, %llu in errors, "
+                 "%llu out errors, %llu without an mbuf\n", port_, static_cast<unsigned long long>(stats.ipackets),
+                 static_cast<unsigned long long>(stats.opackets), static_cast<unsigned long long>(stats.imissed),
+                 static_cast<unsigned long long>(stats.ierrors), static_cast<unsigned long long>(stats.oerrors),
+                 static_cast<unsigned long long>(stats.rx_nombuf));
+  rte_eth_dev_stop(port_);
+  rte_eth_dev_close(port_);
+  rte_mempool_free(pool_);
+  rte_eal_cleanup();
+}
+
+UdpCounters DpdkBackend::counters() const {
+  UdpCounters c = counters_;
+  c.tx_no_route = link_.counters().tx_unresolved + link_.counters().tx_not_ipv4;
+  c.rx_errors = link_.counters().rx_malformed + link_.counters().rx_not_ours;
+  rte_eth_stats stats{};
+  if (rte_eth_stats_get(port_, &stats) == 0) c.rx_kernel_drops = stats.imissed + stats.rx_nombuf;
+  return c;
+}
+
+rte_mbuf* DpdkBackend::frame(const core::TxPacket& packet, const wire::MacAddress& mac) {
+  const wire::EthernetRepr eth{mac, link_.mac(), -1};
+  core::Endpoints route = packet.route;
+  if (route.hop_limit == 0) route.hop_limit = 64;  // the ICRC masks the TTL (annex A17.4.1)
+  const std::size_t headers = roce_headers_length(eth, route);
+  const std::size_t length = headers + packet.bytes.size();
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  char* out = m == nullptr || length > kFrameRoom ? nullptr : rte_pktmbuf_append(m, static_cast<std::uint16_t>(length));
+  if (out == nullptr) {
+    rte_pktmbuf_free(m);  // null is fine
+    ++counters_.tx_errors;
+    counters_.last_tx_errno = m == nullptr ? ENOBUFS : EMSGSIZE;
+    return nullptr;
+  }
+  auto* bytes = reinterpret_cast<std::uint8_t*>(out);
+  write_roce_headers(eth, route, wire::kRoceV2Port, packet.bytes, bytes);
+  core::copy_bytes(bytes + headers, packet.bytes.data(), packet.bytes.size());
+  return m;
+}
+
+rte_mbuf* DpdkBackend::frame(std::span<const std::uint8_t> bytes) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  char* out = m == nullptr ? nullptr : rte_pktmbuf_append(m, static_cast<std::uint16_t>(bytes.size()));
+  if (out == nullptr) {
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  std::memcpy(out, bytes.data(), bytes.size());
+  return m;
+}
+
+std::uint16_t DpdkBackend::transmit(rte_mbuf** mbufs, std::uint16_t n) {
+  return n == 0 ? 0 : rte_eth_tx_burst(port_, 0, mbufs, n);
+}
+
+std::size_t DpdkBackend::send(std::span<core::TxPacket> packets) {
+  const std::uint64_t now = now_ns();
+  std::array<rte_mbuf*, kBurst> burst{};
+  std::array<std::size_t, kBurst> packet_of{};  // which packet each mbuf carries
+  std::size_t dealt = 0;
+  while (dealt < packets.size()) {
+    std::uint16_t n = 0;
+    std::size_t next = dealt;
+    for (; next < packets.size() && n < kBurst; ++next) {
+      const std::optional<wire::MacAddress> mac = link_.route(packets[next], now);
+      if (!mac) continue;  // waits for ARP (EthernetLink kept a copy) or dropped and counted there
+      rte_mbuf* m = frame(packets[next], *mac);
+      if (m == nullptr) continue;
+      packet_of[n] = next;
+      burst[n++] = m;
+    }
+    const std::uint16_t sent = transmit(burst.data(), n);
+    for (std::uint16_t i = 0; i < sent; ++i) {
+      ++counters_.tx_packets;
+      counters_.tx_bytes += packets[packet_of[i]].bytes.size();
+    }
+    if (sent < n) {  // the ring is full: the rest goes again later
+      for (std::uint16_t i = sent; i < n; ++i) rte_pktmbuf_free(burst[i]);
+      dealt = packet_of[sent];
+      break;
+    }
+    dealt = next;
+  }
+  send_link_output(now);
+  return dealt;
+}
+
+void DpdkBackend::send_link_output(std::uint64_t now) {
+  link_.advance(now);
+  std::vector<rte_mbuf*> out;
+  for (const std::vector<std::uint8_t>& f : link_.take_frames()) {
+    if (rte_mbuf* m = frame(f)) out.push_back(m);
+  }
+  for (auto& [mac, packet] : link_.take_released()) {
+    if (rte_mbuf* m = frame(packet, mac)) {
+      out.push_back(m);
+      ++counters_.tx_packets;
+      counters_.tx_bytes += packet.bytes.size();
+    }
+  }
+  if (out.empty()) return;
+  // Slow path (a neighbour's first packets, ARP): what the ring refuses is lost; RC retransmits.
+  const std::uint16_t sent = transmit(out.data(), static_cast<std::uint16_t>(std::min<std::size_t>(out.size(), UINT16_MAX)));
+  for (std::size_t i = sent; i < out.size(); ++i) {
+    rte_pktmbuf_free(out[i]);
+    ++counters_.tx_errors;
+    counters_.last_tx_errno = ENOBUFS;
+  }
+}
+
+void DpdkBackend::release_received() {
+  if (!received_.empty()) rte_pktmbuf_free_bulk(received_.data(), static_cast<unsigned>(received_.size()));
+  received_.clear();
+  rx_.clear();
+}
+
+std::span<const core::RxPacket> DpdkBackend::receive() {
+  release_received();
+  const std::uint64_t now = now_ns();
+  std::array<rte_mbuf*, kBurst> burst{};
+  const std::uint16_t n = rte_eth_rx_burst(port_, 0, burst.data(), kBurst);
+  for (std::uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = burst[i];
+    received_.push_back(m);
+    if (m->nb_segs != 1) {  // larger than kFrameRoom: no RoCE packet is
+      ++counters_.rx_truncated;
+      continue;
+    }
+    const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len);
+    if (const std::optional<core::RxPacket> p = link_.receive(bytes, now)) {
+      rx_.push_back(*p);
+      ++counters_.rx_packets;
+      counters_.rx_bytes += p->bytes.size();
+    }
+  }
+  send_link_output(now);  // ARP replies, and packets an ARP reply released
+  return rx_;
+}
+
+}  // namespace softrdma::net
