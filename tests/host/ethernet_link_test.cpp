@@ -208,7 +208,7 @@ TEST_CASE("an unanswered neighbour is asked kArpTries times, then its packets ar
   CHECK(link.take_frames().size() == 1);
 }
 
-TEST_CASE("at most kHeldPerNeighbour packets wait; packets to IPv6 GIDs are refused") {
+TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are refused") {
   net::EthernetLink link(kOurMac, kOurIp);
   for (std::size_t i = 0; i < net::EthernetLink::kHeldPerNeighbour + 5; ++i) {
     core::TxPacket p = packet_to(kPeerIp, 0);
