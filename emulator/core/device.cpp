@@ -228,6 +228,7 @@ int Device::resize_cq(std::uint32_t cq, std::uint32_t cqe) {
 int Device::poll_cq(std::uint32_t cq, std::span<Wc> out) {
   Cq* c = cqs_.find(cq);
   if (!c) return -EINVAL;
+  memory_.flush();  // a completion says its data has landed
   std::size_t n = 0;
   for (; n < out.size() && !c->entries.empty(); ++n) {
     out[n] = c->entries.front();

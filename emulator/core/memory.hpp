@@ -21,6 +21,11 @@ class Memory {
   // original value through `original`.
   virtual bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) = 0;
   virtual bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) = 0;
+  // Makes every write so far visible and forgets anything read ahead. An implementation may
+  // defer writes and read ahead (the daemon's batches its system calls) until the next call:
+  // the engine calls it before a completion can be seen (poll_cq), the host before packets
+  // leave (an ACK tells the peer its data landed) and before events and CQ rings are published.
+  virtual void flush() {}
 };
 
 // Host addresses are this process's pointers. Atomics use the compiler's atomic builtins so

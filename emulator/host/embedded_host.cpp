@@ -81,8 +81,9 @@ core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& ba
 
 EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device,
                            core::Memory* memory, std::chrono::nanoseconds spin)
-    : backend_(std::move(backend)),
-      device_(for_backend(std::move(device), *backend_), memory != nullptr ? *memory : direct_memory_),
+    : memory_(memory != nullptr ? *memory : direct_memory_),
+      backend_(std::move(backend)),
+      device_(for_backend(std::move(device), *backend_), memory_),
       spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {
   tx_queue_.reserve(kTransmitBurst);
 }
@@ -260,6 +261,7 @@ std::size_t EmbeddedHost::deliver(core::Time now, std::span<const core::RxPacket
 }
 
 EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
+  memory_.flush();  // writes land before the ACKs that announce them leave
   Sent sent;
   if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {
@@ -292,6 +294,7 @@ void EmbeddedHost::set_completion_sink(std::function<void(core::Device&)> sink) 
 }
 
 void EmbeddedHost::collect_events() {
+  memory_.flush();  // and before completions and events reach the application
   if (completion_sink_) {
     completion_sink_(device_);
   } else {

@@ -158,6 +158,7 @@ class EmbeddedHost {
   void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
   core::DirectMemory direct_memory_;  // unless HostConfig::memory names another
+  core::Memory& memory_;              // the one the device uses; flushed before packets leave and events go out
   std::unique_ptr<net::Backend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
