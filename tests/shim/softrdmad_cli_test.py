@@ -48,7 +48,12 @@ def main(argv):
     check(h.returncode == 0 and "usage: softrdmad" in h.stdout and "--config FILE" in h.stdout, "--help prints the usage, exit 0")
     for bad, says in ((["--bogus"], "unknown option '--bogus'"), (["--ip"], "--ip needs a value"),
                       (["stray"], "unexpected argument 'stray'"), (["--shutdown-grace", "soon"], "milliseconds"),
-                      (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group")):
+                      (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group"),
+                      (["--backend", "dpdk"], "--backend dpdk needs --ip"), (["--backend", "tcp"], "udp or dpdk"),
+                      (["--eal", "-l 0"], "need --backend dpdk"),
+                      (["--backend", "dpdk", "--ip", "::1"], "not an IPv4 address"),
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-port", "x"], "--dpdk-port takes"),
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--poll-interval", "0"], "--poll-interval takes")):
         r = run([softrdmad] + bad)
         check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)
 
@@ -62,6 +67,12 @@ def main(argv):
         d = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devinfo", "-v"])
         check(d.returncode == 0 and "::ffff:127.84.0.7" in d.stdout, "a client sees the config file's address as GID 0",
               d.stdout[-2000:] + d.stderr)
+        d = run([softrdma, "devices", f"--daemon={sock}"])
+        check(d.returncode == 0 and "srdma0" in d.stdout and "bound address:  127.84.0.7" in d.stdout,
+              "softrdma devices --daemon shows the daemon's device and address", d.stdout + d.stderr)
+        d = run([softrdma, "devices", f"--daemon={sock}", "--ip", "127.84.0.1"])
+        check(d.returncode == 2 and "--daemon takes no address" in d.stderr, "devices: --daemon with --ip is refused",
+              d.stderr)
         again = run([softrdmad, "--socket", sock, "--ip", "127.84.0.8"])
         check(again.returncode == 1 and "another softrdmad is serving" in again.stderr, "a live socket is refused",
               again.stderr)

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "emulator/host/daemon_socket.hpp"
 #include "tools/softrdma/run_command.hpp"
 #include "verbs-shim/address.hpp"
 #include "verbs-shim/verbs_api.hpp"
@@ -18,16 +19,19 @@ namespace softrdma::devices {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma devices [--ip ADDR | --netdev IFNAME]\n"
+    "usage: softrdma devices [--ip ADDR | --netdev IFNAME | --daemon[=SOCKET]]\n"
     "\n"
     "Lists softrdma's RDMA devices as a program run with 'softrdma run' sees them: name, node GUID,\n"
     "port state, link layer, MTU, GID 0 and the IPv4 or IPv6 address and UDP port the device uses.\n"
+    "With --daemon, the device of the softrdmad listening on SOCKET (default: softrdmad.sock in the\n"
+    "runtime directory), as 'softrdma run --daemon' programs see it.\n"
     "\n"
     "Options (as 'softrdma run'; default $SOFTRDMA_IP or $SOFTRDMA_NETDEV, else the first free\n"
     "127.0.0.N):\n"
     "  --ip ADDR        the IPv4 or IPv6 address to report for\n"
     "  --netdev IFNAME  the first IPv4 address of interface IFNAME or, if it has none, its first\n"
     "                   global IPv6 address\n"
+    "  --daemon[=SOCKET]  the daemon's device ($SOFTRDMA_DAEMON does the same)\n"
     "  --help           this text\n";
 
 int fail(int status, const std::string& message) {
@@ -121,6 +125,7 @@ bool describe(const Verbs& v, ibv_device* dev) {
 
 int devices_main(int argc, char** argv) {
   run::AddressFlags flags;
+  std::optional<std::string> daemon;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -128,12 +133,14 @@ int devices_main(int argc, char** argv) {
       return 0;
     }
     std::string error;
-    if (!run::read_address_flag(argc, argv, i, flags, error)) {
+    if (!run::read_daemon_flag(a, daemon, error) && !run::read_address_flag(argc, argv, i, flags, error)) {
       return fail(2, "unexpected argument '" + std::string(a) + "' (see softrdma devices --help)");
     }
     if (!error.empty()) return fail(2, error);
   }
+  if (daemon && (flags.ip || flags.netdev)) return fail(2, "--daemon takes no address: the device has the daemon's");
   // The library reads its configuration from the environment, as under `softrdma run`.
+  if (daemon) ::setenv(host::kDaemonVariable, daemon->c_str(), 1);
   if (std::string error = run::apply_address_flags(flags); !error.empty()) return fail(2, error);
 
   run::ShimLocation loc = run::find_shim_dir();

@@ -231,6 +231,13 @@ std::optional<std::string> resolve_program(const std::string& name) {
   }
 }
 
+bool read_daemon_flag(std::string_view arg, std::optional<std::string>& socket, std::string& error) {
+  if (arg != "--daemon" && !arg.starts_with("--daemon=")) return false;
+  socket = arg == "--daemon" ? host::default_daemon_socket() : std::string(arg.substr(std::strlen("--daemon=")));
+  if (socket->empty()) error = "--daemon= needs a socket path (or use --daemon alone for the default)";
+  return true;
+}
+
 int run_main(int argc, char** argv) {
   AddressFlags flags;
   const char* capture = nullptr;
@@ -263,9 +270,8 @@ int run_main(int argc, char** argv) {
       if (stats == nullptr || *stats == '\0') return fail(2, "--stats needs a file name (e.g. --stats counters.json)");
     } else if (a == "--no-gso") {
       no_gso = true;
-    } else if (a == "--daemon" || a.starts_with("--daemon=")) {
-      daemon = a == "--daemon" ? host::default_daemon_socket() : std::string(a.substr(std::strlen("--daemon=")));
-      if (daemon->empty()) return fail(2, "--daemon= needs a socket path (or use --daemon alone for the default)");
+    } else if (read_daemon_flag(a, daemon, error)) {
+      if (!error.empty()) return fail(2, error);
     } else if (a.starts_with("-")) {
       return fail(2, "unknown option '" + std::string(a) + "' (put -- before PROGRAM if the option is PROGRAM's)");
     } else {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace softrdma::run {
@@ -48,6 +49,10 @@ bool read_address_flag(int argc, char** argv, int& i, AddressFlags& flags, std::
 // finds no device. Given flags then replace both variables for the library, so an inherited
 // SOFTRDMA_NETDEV does not clash with --ip. Returns the error line, or empty.
 std::string apply_address_flags(const AddressFlags& flags);
+
+// --daemon (the default socket) or --daemon=SOCKET, the option `run` and `devices` share: true
+// when argv[i] is it, with `socket` set, or `error` when its value is empty.
+bool read_daemon_flag(std::string_view arg, std::optional<std::string>& socket, std::string& error);
 
 int run_main(int argc, char** argv);  // argv[0] is "run"
 

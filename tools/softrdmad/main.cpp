@@ -3,6 +3,7 @@
 // (emulator/net/dpdk_backend.hpp) and serves verbs clients on
 // a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
 // `softrdma run --daemon` or SOFTRDMA_DAEMON=SOCKET.
+#include <arpa/inet.h>
 #include <grp.h>
 #include <signal.h>
 #include <unistd.h>
@@ -201,6 +202,9 @@ int main(int argc, char** argv) {
     net::DpdkConfig dpdk;
     if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 address)");
     dpdk.ip = settings["ip"];
+    in_addr v4{};
+    if (inet_pton(AF_INET, dpdk.ip.c_str(), &v4) != 1)
+      return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 address (the dpdk backend answers ARP; IPv6 is udp only)");
     dpdk.eal_args = split_words(settings.count("eal") ? settings["eal"] : "");
     if (settings.count("dpdk-port")) {
       const std::optional<unsigned> port = parse_unsigned(settings["dpdk-port"]);
