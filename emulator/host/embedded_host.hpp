@@ -148,6 +148,8 @@ class EmbeddedHost {
   std::size_t deliver(core::Time now, std::span<const core::RxPacket> packets);  // through faults and capture
   core::Time next_wakeup() const;  // the engine's deadline or a held packet's, 0 for none
   Sent transmit(core::Time now);
+  // Delivers tx_queue_'s packets to our own address and takes them out of it; how many.
+  std::size_t loop_back(core::Time now);
   void collect_events();
   // After engine calls on an application thread: sends what they queued, publishes the
   // deadline, releases the lock, delivers events and kicks the progress thread when it must
@@ -163,6 +165,7 @@ class EmbeddedHost {
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
+  std::uint64_t loopback_packets_ = 0;    // guarded by mutex_
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_

@@ -92,7 +92,7 @@ void put(JsonOut& j, const core::DeviceCounters& c) {
   j.number("dropped", c.dropped);
 }
 
-static_assert(sizeof(net::UdpCounters) == 12 * sizeof(std::uint64_t), "a UdpCounters field is missing below");
+static_assert(sizeof(net::UdpCounters) == 13 * sizeof(std::uint64_t), "a UdpCounters field is missing below");
 void put(JsonOut& j, const net::UdpCounters& c) {
   j.number("tx_packets", c.tx_packets);
   j.number("tx_bytes", c.tx_bytes);
@@ -105,6 +105,7 @@ void put(JsonOut& j, const net::UdpCounters& c) {
   j.number("rx_kernel_drops", c.rx_kernel_drops);
   j.number("tx_gso_datagrams", c.tx_gso_datagrams);
   j.number("rx_gro_datagrams", c.rx_gro_datagrams);
+  j.number("loopback_packets", c.loopback_packets);
   j.number("last_tx_errno", static_cast<std::uint64_t>(c.last_tx_errno));
 }
 

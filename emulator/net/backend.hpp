@@ -25,6 +25,9 @@ struct UdpCounters {
   std::uint64_t rx_kernel_drops = 0;  // dropped below us on full buffers (SO_RXQ_OVFL; dpdk: imissed)
   std::uint64_t tx_gso_datagrams = 0;   // datagrams sent with UDP GSO (several packets each)
   std::uint64_t rx_gro_datagrams = 0;   // datagrams received coalesced (UDP_GRO), split here
+  // Packets to the device's own address, which the host hands straight back to its engine as a
+  // NIC loops them back: never on the wire, and in none of the counts above.
+  std::uint64_t loopback_packets = 0;
   int last_tx_errno = 0;
 };
 

@@ -182,5 +182,40 @@ TEST_CASE("the stage writes an IPv6 packet as the socket sends it, UDP checksum 
   std::remove(path.c_str());
 }
 
+
+TEST_CASE("two QPs of one device talk through its loopback: no UDP, and the capture sees both directions",
+          "[host][capture]") {
+  const std::string path = temp_path("capture-loopback");
+  host::HostConfig config = config_at("127.83.62.1");
+  config.capture_path = path;
+  Node a(config);
+  RcPair p(a, a);  // both QPs on a: every packet is to a's own address
+
+  fill_pattern(a.buffer, 0, 3000, 1);  // SEND: 3 packets at MTU 1024, and an ACK
+  a.post_recv(p.qb, 7, 8192, 4096);
+  a.post_send(p.qa, make_wr(WrOpcode::send, 1, {a.sge(0, 3000)}));
+  CHECK(a.wait(a.recv_cq, 1).at(0).status == WcStatus::success);
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data(), a.buffer.data() + 8192, 3000) == 0);
+  fill_pattern(a.buffer, 100, 5000, 2);  // WRITE: 5 packets
+  a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 2, {a.sge(100, 5000)}, a.addr(20000), a.mr.rkey));
+  CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data() + 100, a.buffer.data() + 20000, 5000) == 0);
+
+  a.host->stop();
+  const host::HostStats s = a.host->stats();
+  CHECK(s.udp.tx_packets == 0);
+  CHECK(s.udp.rx_packets == 0);
+  CHECK(s.udp.loopback_packets >= 3 + 5 + 2);  // the data packets and at least an ACK each
+  const Frames f = read_capture(path);
+  CHECK(f.data.size() == 2 * s.udp.loopback_packets);  // each recorded as sent and as received
+  for (const auto& frame : f.data) {
+    const auto checked = wire::RoceFrame::check(frame);
+    REQUIRE(checked);
+    CHECK(checked->icrc_ok());
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace test

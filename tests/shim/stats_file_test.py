@@ -33,7 +33,7 @@ GROUPS = {
                  "retry_exceeded_err", "rnr_retry_exceeded_err", "icrc_err", "icrc_ipv4_id_solved", "malformed", "unknown_qp",
                  "dropped"],
     "udp": ["tx_packets", "tx_bytes", "tx_errors", "tx_no_route", "rx_packets", "rx_bytes", "rx_truncated",
-            "rx_errors", "rx_kernel_drops", "tx_gso_datagrams", "rx_gro_datagrams", "last_tx_errno"],
+            "rx_errors", "rx_kernel_drops", "tx_gso_datagrams", "rx_gro_datagrams", "loopback_packets", "last_tx_errno"],
     "capture": ["frames_written", "frames_dropped"],
 }
 FAULT_FIELDS = ["passed", "lost", "duplicated", "corrupted", "reordered", "delayed"]

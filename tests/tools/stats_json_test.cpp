@@ -44,6 +44,7 @@ host::StatsReport sample() {
   r.host.device.qps.rcvd_pkts = 7;
   r.host.device.icrc_err = 3;
   r.host.udp.rx_kernel_drops = 5;
+  r.host.udp.loopback_packets = 4;
   r.host.capture.frames_written = 11;
   r.host.faults.tx.lost = 2;
   r.host.faults.rx.corrupted = 9;
@@ -86,7 +87,8 @@ TEST_CASE("stats JSON: what to_json writes reads back field for field", "[stats]
   CHECK(c.find("rcvd_pkts")->text == "7");
   CHECK(c.find("icrc_err")->text == "3");
   CHECK(c.find("dropped")->text == "0");
-  CHECK(r.find("udp")->members.size() == 12);
+  CHECK(r.find("udp")->members.size() == 13);
+  CHECK(r.find("udp")->find("loopback_packets")->text == "4");
   CHECK(r.find("udp")->find("rx_kernel_drops")->text == "5");
   CHECK(r.find("capture")->find("frames_written")->text == "11");
   CHECK(r.find("faults")->find("tx")->find("lost")->text == "2");
