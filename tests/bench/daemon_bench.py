@@ -7,8 +7,9 @@ embedded, ...) so machine drift hits both alike; medians, and the ratio daemon /
 usage: daemon_bench.py SOFTRDMA SOFTRDMAD [--reps N] [--smoke]
 
 Rows: ib_write_bw 64 KiB (MB/s of 10^6 bytes; target: daemon >= 0.9x embedded) and
-ib_send_lat 2 B (typical one-way latency in us; target: daemon <= 1.3x embedded). Only the udp
-backend exists so far, so there are no DPDK rows. --smoke: one short repetition of each, to
+ib_send_lat 2 B (typical one-way latency in us; target: daemon <= 1.3x embedded). Both ends are
+on one daemon, so its packets loop back inside the device; backend_bench.py measures daemons
+between two hosts, on the udp and dpdk backends. --smoke: one short repetition of each, to
 check that the script still works. Exit status 0 when every figure was measured, 1 otherwise.
 """
 
@@ -35,7 +36,8 @@ ROWS = [
 
 
 def figure(kind, out):
-    """The client's figure from perftest's result row: average MB/s, or the typical latency."""
+    """The client's figure from perftest's result row: average MB/s, or (latency rows) the
+    typical latency, or (bandwidth rows read as rates) the message rate in millions/s."""
     for line in out.splitlines():
         cols = line.split()
         if len(cols) >= 5 and re.fullmatch(r"\d+", cols[0]) and re.fullmatch(r"\d+", cols[1]):
@@ -45,12 +47,15 @@ def figure(kind, out):
     return None
 
 
-def run_pair(run, argv, kind, work, tag):
+def run_pair(run, argv, kind, work, tag, client_run=None, address="127.0.0.1", client_netns=None):
+    """The client's figure for ARGV run by RUN as the server and CLIENT_RUN (default RUN) as the
+    client, reaching the server at ADDRESS from the namespace of CLIENT_NETNS (default: here)."""
     server, port = pairs.start_listening(lambda p: run + argv + ["-p", str(p)], work, tag,
                                          time.monotonic() + 60)
     if server is None:
         return None
-    client = pairs.Side("client", run + argv + ["-p", str(port), "127.0.0.1"], work, tag)
+    client = pairs.Side("client", (client_run or run) + argv + ["-p", str(port), address], work, tag,
+                        netns_pid=client_netns)
     client.wait(time.monotonic() + 60)
     server.wait(time.monotonic() + 10)
     out, _ = client.output()
