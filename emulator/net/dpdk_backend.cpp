@@ -29,7 +29,7 @@ constexpr unsigned kPoolCache = 0;     // our threads are not lcores: a cache wo
 constexpr std::uintptr_t kPage = 4096;
 constexpr unsigned kObjectBytes = kPage;  // one pool object, its mempool header included (create_pool)
 constexpr std::uint16_t kRingDescriptors = 2048;
-constexpr auto kLinkUpWait = std::chrono::seconds(5);
+constexpr auto kLinkUpWait = std::chrono::seconds(1);  // memif's server waits for its client: not long
 
 std::atomic<bool> eal_taken{false};
 
