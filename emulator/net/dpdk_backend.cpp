@@ -308,7 +308,7 @@ std::span<const core::RxPacket> DpdkBackend::receive() {
       continue;
     }
     const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len);
-    if (const std::optional<core::RxPacket> p = link_.receive(bytes, now)) {
+    if (const std::optional<core::RxPacket> p = link_.receive(bytes)) {
       rx_.push_back(*p);
       ++counters_.rx_packets;
       counters_.rx_bytes += p->bytes.size();

@@ -24,8 +24,7 @@ wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[
 
 EthernetLink::EthernetLink(wire::MacAddress mac, wire::Ipv4Address ip) : mac_(mac), ip_(ip), gid_(gid_of(ip)) {}
 
-std::optional<core::RxPacket> EthernetLink::receive(std::span<const std::uint8_t> frame, std::uint64_t now_ns) {
-  (void)now_ns;
+std::optional<core::RxPacket> EthernetLink::receive(std::span<const std::uint8_t> frame) {
   const auto eth = wire::EthernetView::check(frame);
   if (!eth) {
     ++counters_.rx_malformed;

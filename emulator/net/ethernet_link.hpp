@@ -60,7 +60,7 @@ class EthernetLink {
   // Sorts one received frame. A RoCEv2 packet for us comes back (its bytes point into
   // `frame`); an ARP frame may queue a reply (take_frames()) and release held packets
   // (take_released()).
-  std::optional<core::RxPacket> receive(std::span<const std::uint8_t> frame, std::uint64_t now_ns);
+  std::optional<core::RxPacket> receive(std::span<const std::uint8_t> frame);
 
   // The MAC `packet` goes to; none when it must wait for ARP (then a copy is kept, or it is
   // dropped and counted) or cannot be sent at all.

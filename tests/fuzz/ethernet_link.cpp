@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     rest = rest.subspan(1 + length);
     ++frames;
     now += 50'000'000;
-    if (const auto p = link.receive(frame, now)) {
+    if (const auto p = link.receive(frame)) {
       if (p->bytes.data() < frame.data() || p->bytes.data() + p->bytes.size() > frame.data() + frame.size()) std::abort();
     }
     // Route a packet to the frame's sender IP (bytes 26..29 of an IPv4 frame, 28..31 of ARP).

@@ -71,7 +71,7 @@ constexpr std::size_t kIpOffset = wire::Ethernet::length;
 TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, port and IPv4 ID") {
   net::EthernetLink link(kOurMac, kOurIp);
   const std::vector<std::uint8_t> f = roce_frame(kOurMac, kOurIp, 0x1234, kPayload);
-  const auto p = link.receive(f, 0);
+  const auto p = link.receive(f);
   REQUIRE(p);
   CHECK(std::vector<std::uint8_t>(p->bytes.begin(), p->bytes.end()) == kPayload);
   CHECK(p->src_gid == gid_of(kPeerIp));
@@ -83,14 +83,14 @@ TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, po
 
 TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted and dropped") {
   net::EthernetLink link(kOurMac, kOurIp);
-  CHECK_FALSE(link.receive(roce_frame(kPeerMac, kOurIp, 0, kPayload), 0));  // promiscuous port: not our MAC
-  CHECK_FALSE(link.receive(roce_frame(kOurMac, kPeerIp, 0, kPayload), 0));  // our MAC, another IP
+  CHECK_FALSE(link.receive(roce_frame(kPeerMac, kOurIp, 0, kPayload)));  // promiscuous port: not our MAC
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kPeerIp, 0, kPayload)));  // our MAC, another IP
   std::vector<std::uint8_t> other_port = roce_frame(kOurMac, kOurIp, 0, kPayload);
   wire::Udp::dst_port::set(other_port.data() + kIpOffset + wire::Ipv4::min_length, 4792);
-  CHECK_FALSE(link.receive(other_port, 0));
+  CHECK_FALSE(link.receive(other_port));
   std::vector<std::uint8_t> lldp(60);
   wire::EthernetRepr{kOurMac, kPeerMac, -1}.emit(lldp.data(), 0x88cc);
-  CHECK_FALSE(link.receive(lldp, 0));
+  CHECK_FALSE(link.receive(lldp));
   // RoCEv2 over IPv6: well formed, but this link serves one IPv4 address.
   const wire::EthernetRepr eth{kOurMac, kPeerMac, -1};
   core::Endpoints v6;
@@ -98,7 +98,7 @@ TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted 
   v6.dst = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   std::vector<std::uint8_t> ipv6(net::roce_headers_length(eth, v6) + kPayload.size());
   net::write_roce_headers(eth, v6, wire::kRoceV2Port, kPayload, ipv6.data());
-  CHECK_FALSE(link.receive(ipv6, 0));
+  CHECK_FALSE(link.receive(ipv6));
   CHECK(link.counters().rx_not_ours == 5);
   CHECK(link.counters().rx_malformed == 0);
   CHECK(link.counters().rx_roce == 0);
@@ -107,26 +107,26 @@ TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted 
 TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)") {
   net::EthernetLink link(kOurMac, kOurIp);
   const std::vector<std::uint8_t> good = roce_frame(kOurMac, kOurIp, 0, kPayload);
-  CHECK_FALSE(link.receive(std::span(good).first(10), 0));
+  CHECK_FALSE(link.receive(std::span(good).first(10)));
   std::vector<std::uint8_t> bad_sum = good;
   bad_sum[kIpOffset + 10] ^= 0x01;
-  CHECK_FALSE(link.receive(bad_sum, 0));
+  CHECK_FALSE(link.receive(bad_sum));
   std::vector<std::uint8_t> fragment = good;
   wire::Ipv4::more_fragments::set(fragment.data() + kIpOffset, true);
   wire::Ipv4::checksum::set(fragment.data() + kIpOffset, 0);
   wire::Ipv4::checksum::set(fragment.data() + kIpOffset, wire::inet_checksum({fragment.data() + kIpOffset, 20}));
-  CHECK_FALSE(link.receive(fragment, 0));
+  CHECK_FALSE(link.receive(fragment));
   std::vector<std::uint8_t> short_ip = good;
   wire::Ipv4::total_length::set(short_ip.data() + kIpOffset, 2000);  // longer than the frame
-  CHECK_FALSE(link.receive(short_ip, 0));
+  CHECK_FALSE(link.receive(short_ip));
   CHECK(link.counters().rx_malformed == 4);
   CHECK(link.counters().rx_roce == 0);
-  CHECK(link.receive(good, 0));  // and the good one still passes
+  CHECK(link.receive(good));  // and the good one still passes
 }
 
 TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (RFC 826)") {
   net::EthernetLink link(kOurMac, kOurIp);
-  CHECK_FALSE(link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, kOurIp), 0));
+  CHECK_FALSE(link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, kOurIp)));
   const auto frames = link.take_frames();
   REQUIRE(frames.size() == 1);
   REQUIRE(frames[0].size() == 60);  // padded to Ethernet's minimum
@@ -151,7 +151,7 @@ TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (R
 
 TEST_CASE("ARP for other addresses is neither answered nor learnt") {
   net::EthernetLink link(kOurMac, kOurIp);
-  link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, wire::Ipv4Address{10, 77, 1, 9}), 0);
+  link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, wire::Ipv4Address{10, 77, 1, 9}));
   CHECK(link.take_frames().empty());
   core::TxPacket p = packet_to(kPeerIp, 1);
   CHECK_FALSE(link.route(p, 0));  // unknown: held, and a request goes out
@@ -178,7 +178,7 @@ TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in o
   CHECK(request->sender_ip == kOurIp);
   CHECK(link.next_deadline() == 1000 + net::EthernetLink::kArpRetryNs);
 
-  link.receive(arp_frame(wire::Arp::reply, kOurMac, kPeerMac, kPeerIp, kOurIp), 2000);
+  link.receive(arp_frame(wire::Arp::reply, kOurMac, kPeerMac, kPeerIp, kOurIp));
   const auto released = link.take_released();
   REQUIRE(released.size() == 3);
   for (std::uint8_t tag = 0; tag < 3; ++tag) {
