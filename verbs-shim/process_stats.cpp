@@ -50,14 +50,7 @@ std::string absolute(const std::string& path) {
 }  // namespace
 
 host::StatsReport process_report(host::EmbeddedHost& h) {
-  host::StatsReport r;
-  r.pid = ::getpid();
-  r.program = program_invocation_short_name;
-  r.device = kDeviceName;
-  r.address = h.address();
-  r.qps = h.call([](core::Device& d, core::Time) { return d.qp_stats(); });
-  r.host = h.stats();  // after the QPs: the sum then covers at least what they show
-  return r;
+  return host::report_of(h, program_invocation_short_name, kDeviceName);
 }
 
 void arm_exit_snapshot() {

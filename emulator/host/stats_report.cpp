@@ -1,5 +1,7 @@
 #include "emulator/host/stats_report.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <string_view>
 
@@ -186,6 +188,17 @@ std::string to_json(const StatsReport& r) {
   j.close_array();
   j.close();
   return std::move(j.text);
+}
+
+StatsReport report_of(EmbeddedHost& host, std::string program, std::string device) {
+  StatsReport r;
+  r.pid = ::getpid();
+  r.program = std::move(program);
+  r.device = std::move(device);
+  r.address = host.address();
+  r.qps = host.call([](core::Device& d, core::Time) { return d.qp_stats(); });
+  r.host = host.stats();  // after the QPs: the sum then covers at least what they show
+  return r;
 }
 
 }  // namespace softrdma::host

@@ -32,6 +32,9 @@ struct StatsReport {
 
 std::string to_json(const StatsReport& report);
 
+// What `host` counts now, reported by this process as `program`, for its device `device`.
+StatsReport report_of(EmbeddedHost& host, std::string program, std::string device);
+
 // "RC", "UC", "UD"; "RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR" (ibv_qp_state's names).
 const char* type_name(core::QpType type);
 const char* state_name(core::QpState state);

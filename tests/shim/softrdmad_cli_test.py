@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """softrdmad's command line: options, the config file, usage errors, a live socket refused,
-a stale one replaced, and a clean exit on SIGTERM and SIGINT.
+a stale one replaced, a clean exit on SIGTERM and SIGINT, and the daemon's device as
+`softrdma devices --daemon` and `softrdma stats` show it.
 
 usage: softrdmad_cli_test.py SOFTRDMAD SOFTRDMA
 
 Each daemon gets its own address in 127.84.0.0/24 and a socket in a temporary directory.
 """
 
+import json
 import os
 import signal
 import socket
@@ -58,6 +60,7 @@ def main(argv):
         check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)
 
     with tempfile.TemporaryDirectory(prefix="softrdmad-cli-") as work:
+        os.environ["SOFTRDMA_RUNTIME_DIR"] = os.path.join(work, "runtime")  # the daemons' stats endpoints
         sock = os.path.join(work, "d.sock")
         config = os.path.join(work, "d.conf")
         with open(config, "w") as f:
@@ -70,6 +73,11 @@ def main(argv):
         d = run([softrdma, "devices", f"--daemon={sock}"])
         check(d.returncode == 0 and "srdma0" in d.stdout and "bound address:  127.84.0.7" in d.stdout,
               "softrdma devices --daemon shows the daemon's device and address", d.stdout + d.stderr)
+        st = run([softrdma, "stats", "--json", "--pid", str(p.pid)])
+        reports = [json.loads(line) for line in st.stdout.splitlines() if line.strip()]
+        check(st.returncode == 0 and len(reports) == 1 and reports[0]["program"] == "softrdmad" and
+              reports[0]["address"] == "127.84.0.7" and "loopback_packets" in reports[0]["udp"],
+              "softrdma stats shows the daemon's device", st.stdout + st.stderr)
         d = run([softrdma, "devices", f"--daemon={sock}", "--ip", "127.84.0.1"])
         check(d.returncode == 2 and "--daemon takes no address" in d.stderr, "devices: --daemon with --ip is refused",
               d.stderr)

@@ -25,6 +25,8 @@
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/process_memory.hpp"
 #include "emulator/host/runtime_dir.hpp"
+#include "emulator/host/stats_endpoint.hpp"
+#include "emulator/host/stats_report.hpp"
 #include "emulator/net/dpdk_backend.hpp"
 #include "emulator/net/fault_plan.hpp"
 
@@ -240,6 +242,19 @@ int main(int argc, char** argv) {
   if (!served.server) {
     std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
     return 1;
+  }
+  // `softrdma stats` reads every device's endpoint in the runtime directory: the daemon's device
+  // is one more, with every client's QPs.
+  std::unique_ptr<host::StatsEndpoint> stats;
+  {
+    const host::RuntimeDir dir = host::create_runtime_dir();
+    std::string error = dir.error;
+    if (error.empty()) {
+      stats = host::StatsEndpoint::open(
+          dir.path, [h = started.host.get()] { return host::to_json(host::report_of(*h, "softrdmad", "srdma0")); },
+          error);
+    }
+    if (!stats) std::fprintf(stderr, "softrdmad: 'softrdma stats' cannot see this device: %s\n", error.c_str());
   }
   std::fprintf(stderr, "softrdmad: srdma0 on %s (%s backend), serving %s (pid %d)\n", started.host->address().c_str(),
                backend.c_str(), options.socket_path.c_str(), static_cast<int>(::getpid()));
