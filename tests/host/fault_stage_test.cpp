@@ -62,6 +62,33 @@ TEST_CASE("under 5% loss, duplication, reordering and 1% corruption RC WRITEs ar
   CHECK(qa.retransmitted_pkts > 0);
 }
 
+TEST_CASE("packets a device loops back to itself meet the fault stage too, and corruption is caught by the ICRC",
+          "[host][faults]") {
+  // Two QPs of one device: no wire, but faults apply as sent and as received, and the engine
+  // checks the ICRC of looped-back packets whenever a fault stage could have changed them.
+  Node a(faulty("127.83.45.1", "loss=2%,rx.corrupt=2%,seed=21"));
+  RcOptions o;
+  o.timeout = 12;
+  RcPair p(a, a, o);
+  constexpr int kWrites = 16;
+  constexpr std::uint32_t kLength = 16 * 1024;
+  fill_pattern(a.buffer, 0, kWrites * kLength, 6);
+  const std::size_t target = std::size_t{kWrites} * kLength;
+  for (int i = 0; i < kWrites; ++i) {
+    const std::size_t off = static_cast<std::size_t>(i) * kLength;
+    a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, static_cast<std::uint64_t>(i), {a.sge(off, kLength)},
+                                a.addr(target + off), a.mr.rkey));
+  }
+  for (const core::Wc& wc : a.wait(a.send_cq, kWrites)) CHECK(wc.status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data(), a.buffer.data() + target, target) == 0);
+  const host::HostStats s = a.host->stats();
+  CHECK(s.udp.tx_packets == 0);
+  CHECK(s.udp.loopback_packets > 0);
+  CHECK(s.faults.rx.corrupted > 0);
+  CHECK(s.device.icrc_err == s.faults.rx.corrupted);
+  CHECK(s.faults.tx.lost + s.faults.rx.lost > 0);
+}
+
 TEST_CASE("the same seed drops the same packets: two runs of one exchange lose alike", "[host][faults]") {
   std::uint64_t lost[2] = {0, 0};
   for (int run = 0; run < 2; ++run) {
