@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shim"))
 import program_pairs_test as pairs  # noqa: E402
-import daemon_bench  # noqa: E402  (figure, run_pair)
+import daemon_bench  # noqa: E402  (arg_parser, run_pair)
 
 MODES = ["embedded", "udp", "afpacket", "afxdp", "memif"]
 ROWS = [
@@ -117,11 +117,7 @@ def bench(args, host_netns):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("softrdma")
-    ap.add_argument("softrdmad")
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true")
+    ap = daemon_bench.arg_parser(__doc__)
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--inside", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -62,13 +62,18 @@ def run_pair(run, argv, kind, work, tag, client_run=None, address="127.0.0.1", c
     return figure(kind, out) if client.proc.returncode == 0 else None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arg_parser(doc):
+    """The arguments every daemon benchmark takes."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("softrdma")
     ap.add_argument("softrdmad")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--smoke", action="store_true")
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = arg_parser(__doc__).parse_args()
     if args.smoke:
         args.reps = 1
     ok = True

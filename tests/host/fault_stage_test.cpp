@@ -21,6 +21,26 @@ host::HostConfig faulty(const std::string& ip, const char* spec) {
   return c;
 }
 
+constexpr std::uint32_t kWriteLength = 16 * 1024;
+
+// `writes` RDMA WRITEs of kWriteLength from `from`'s buffer start, over its QP `qp`, to `to`'s
+// buffer at `to_offset`: every one completes in order, and the bytes arrive exact.
+void write_through(Node& from, std::uint32_t qp, Node& to, std::size_t to_offset, int writes, std::uint8_t seed) {
+  const std::size_t total = static_cast<std::size_t>(writes) * kWriteLength;
+  fill_pattern(from.buffer, 0, total, seed);
+  for (int i = 0; i < writes; ++i) {
+    const std::size_t off = static_cast<std::size_t>(i) * kWriteLength;
+    from.post_send(qp, remote_wr(WrOpcode::rdma_write, static_cast<std::uint64_t>(i), {from.sge(off, kWriteLength)},
+                                 to.addr(to_offset + off), to.mr.rkey));
+  }
+  const std::vector<core::Wc> wcs = from.wait(from.send_cq, static_cast<std::size_t>(writes));
+  for (int i = 0; i < writes; ++i) {
+    CHECK(wcs[static_cast<std::size_t>(i)].status == WcStatus::success);
+    CHECK(wcs[static_cast<std::size_t>(i)].wr_id == static_cast<std::uint64_t>(i));
+  }
+  CHECK(std::memcmp(from.buffer.data(), to.buffer.data() + to_offset, total) == 0);
+}
+
 TEST_CASE("under 5% loss, duplication, reordering and 1% corruption RC WRITEs arrive byte-exact", "[host][faults]") {
   // Corruption on receive only: a packet corrupted on one side's tx could still be lost on
   // the other's rx, and the count below is exact.
@@ -35,20 +55,7 @@ TEST_CASE("under 5% loss, duplication, reordering and 1% corruption RC WRITEs ar
   // once in CI's ASan run under ctest -j2.
   o.timeout = 12;
   RcPair p(a, b, o);
-  constexpr int kWrites = 64;
-  constexpr std::uint32_t kLength = 16 * 1024;
-  fill_pattern(a.buffer, 0, kWrites * kLength, 5);
-  for (int i = 0; i < kWrites; ++i) {
-    const std::size_t off = static_cast<std::size_t>(i) * kLength;
-    a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, static_cast<std::uint64_t>(i), {a.sge(off, kLength)},
-                                b.addr(off), b.mr.rkey));
-  }
-  const std::vector<core::Wc> wcs = a.wait(a.send_cq, kWrites);
-  for (int i = 0; i < kWrites; ++i) {
-    CHECK(wcs[static_cast<std::size_t>(i)].status == WcStatus::success);
-    CHECK(wcs[static_cast<std::size_t>(i)].wr_id == static_cast<std::uint64_t>(i));
-  }
-  CHECK(std::memcmp(a.buffer.data(), b.buffer.data(), kWrites * kLength) == 0);
+  write_through(a, p.qa, b, 0, 64, 5);
 
   for (Node* n : {&a, &b}) {
     const host::HostStats s = n->host->stats();
@@ -70,17 +77,7 @@ TEST_CASE("packets a device loops back to itself meet the fault stage too, and c
   RcOptions o;
   o.timeout = 12;
   RcPair p(a, a, o);
-  constexpr int kWrites = 16;
-  constexpr std::uint32_t kLength = 16 * 1024;
-  fill_pattern(a.buffer, 0, kWrites * kLength, 6);
-  const std::size_t target = std::size_t{kWrites} * kLength;
-  for (int i = 0; i < kWrites; ++i) {
-    const std::size_t off = static_cast<std::size_t>(i) * kLength;
-    a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, static_cast<std::uint64_t>(i), {a.sge(off, kLength)},
-                                a.addr(target + off), a.mr.rkey));
-  }
-  for (const core::Wc& wc : a.wait(a.send_cq, kWrites)) CHECK(wc.status == WcStatus::success);
-  CHECK(std::memcmp(a.buffer.data(), a.buffer.data() + target, target) == 0);
+  write_through(a, p.qa, a, 16 * kWriteLength, 16, 6);
   const host::HostStats s = a.host->stats();
   CHECK(s.udp.tx_packets == 0);
   CHECK(s.udp.loopback_packets > 0);
