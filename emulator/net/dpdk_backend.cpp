@@ -160,9 +160,6 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
 DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, wire::Ipv4Address ip,
                          std::string address, std::uint64_t poll_interval_ns)
     : port_(port), pool_(pool), link_(mac, ip), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
-  gid_[10] = 0xff;
-  gid_[11] = 0xff;
-  std::copy(ip.begin(), ip.end(), gid_.begin() + 12);
   received_.reserve(kBurst);
   rx_.reserve(kBurst);
 }
@@ -272,16 +269,21 @@ void DpdkBackend::send_link_output(std::uint64_t now) {
   for (const std::vector<std::uint8_t>& f : link_.take_frames()) {
     if (rte_mbuf* m = frame(f)) out.push_back(m);
   }
+  const std::size_t arp_frames = out.size();  // the released packets follow
+  std::vector<std::size_t> packet_bytes;
   for (auto& [mac, packet] : link_.take_released()) {
     if (rte_mbuf* m = frame(packet, mac)) {
       out.push_back(m);
-      ++counters_.tx_packets;
-      counters_.tx_bytes += packet.bytes.size();
+      packet_bytes.push_back(packet.bytes.size());
     }
   }
   if (out.empty()) return;
   // Slow path (a neighbour's first packets, ARP): what the ring refuses is lost; RC retransmits.
   const std::uint16_t sent = transmit(out.data(), static_cast<std::uint16_t>(std::min<std::size_t>(out.size(), UINT16_MAX)));
+  for (std::size_t i = arp_frames; i < sent; ++i) {
+    ++counters_.tx_packets;
+    counters_.tx_bytes += packet_bytes[i - arp_frames];
+  }
   for (std::size_t i = sent; i < out.size(); ++i) {
     rte_pktmbuf_free(out[i]);
     ++counters_.tx_errors;

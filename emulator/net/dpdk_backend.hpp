@@ -56,7 +56,7 @@ class DpdkBackend final : public Backend {
 
   int fd() const override { return -1; }
   std::uint64_t poll_interval_ns() const override { return poll_interval_ns_; }
-  const core::Gid& local_gid() const override { return gid_; }
+  const core::Gid& local_gid() const override { return link_.gid(); }
   std::uint16_t local_port() const override { return wire::kRoceV2Port; }
   const std::string& local_address() const override { return address_; }
   UdpCounters counters() const override;
@@ -81,7 +81,6 @@ class DpdkBackend final : public Backend {
   rte_mempool* pool_;
   EthernetLink link_;
   std::string address_;
-  core::Gid gid_{};
   std::uint64_t poll_interval_ns_;
   std::vector<rte_mbuf*> received_;  // the mbufs behind rx_, freed by the next receive()
   std::vector<core::RxPacket> rx_;

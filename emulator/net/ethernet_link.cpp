@@ -3,20 +3,13 @@
 #include <algorithm>
 
 #include "emulator/core/roce_headers.hpp"
+#include "emulator/net/udp_gid.hpp"
 #include "wire/roce_frame.hpp"
 
 namespace softrdma::net {
 namespace {
 
 constexpr wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
-
-core::Gid gid_of(const wire::Ipv4Address& ip) {
-  core::Gid g{};
-  g[10] = 0xff;
-  g[11] = 0xff;
-  std::copy(ip.begin(), ip.end(), g.begin() + 12);
-  return g;
-}
 
 wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[14], gid[15]}; }
 

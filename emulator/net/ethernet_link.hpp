@@ -55,6 +55,7 @@ class EthernetLink {
 
   const wire::MacAddress& mac() const { return mac_; }
   const wire::Ipv4Address& ip() const { return ip_; }
+  const core::Gid& gid() const { return gid_; }  // the RoCEv2 GID of ip()
   const LinkCounters& counters() const { return counters_; }
 
   // Sorts one received frame. A RoCEv2 packet for us comes back (its bytes point into

@@ -7,12 +7,18 @@
 
 namespace softrdma::net {
 
-core::Gid gid_of(const in_addr& ipv4) {
+core::Gid gid_of(const std::array<std::uint8_t, 4>& ipv4) {
   core::Gid gid{};
   gid[10] = 0xFF;
   gid[11] = 0xFF;
-  std::memcpy(gid.data() + 12, &ipv4.s_addr, 4);  // s_addr is in network order already
+  std::memcpy(gid.data() + 12, ipv4.data(), 4);
   return gid;
+}
+
+core::Gid gid_of(const in_addr& ipv4) {
+  std::array<std::uint8_t, 4> bytes{};
+  std::memcpy(bytes.data(), &ipv4.s_addr, 4);  // s_addr is in network order already
+  return gid_of(bytes);
 }
 
 core::Gid gid_of(const in6_addr& ipv6) {

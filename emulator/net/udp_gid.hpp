@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -14,6 +15,7 @@
 namespace softrdma::net {
 
 core::Gid gid_of(const in_addr& ipv4);
+core::Gid gid_of(const std::array<std::uint8_t, 4>& ipv4);  // network order, as wire::Ipv4Address
 core::Gid gid_of(const in6_addr& ipv6);
 
 // The GID a datagram's source (or a socket's local) address stands for; nullopt for a

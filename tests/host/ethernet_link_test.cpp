@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "emulator/net/roce_encapsulation.hpp"
+#include "emulator/net/udp_gid.hpp"
 #include "wire/arp.hpp"
 #include "wire/ipv4.hpp"
 #include "wire/udp.hpp"
@@ -21,13 +22,6 @@ const wire::MacAddress kPeerMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 const wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 const wire::Ipv4Address kOurIp{10, 77, 1, 1};
 const wire::Ipv4Address kPeerIp{10, 77, 1, 2};
-
-core::Gid gid_of(const wire::Ipv4Address& ip) {
-  core::Gid g{};
-  g[10] = g[11] = 0xff;
-  for (int i = 0; i < 4; ++i) g[12 + i] = ip[i];
-  return g;
-}
 
 std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& dst_mac, const wire::MacAddress& sender_mac,
                                     const wire::Ipv4Address& sender_ip, const wire::Ipv4Address& target_ip) {
@@ -44,8 +38,8 @@ std::vector<std::uint8_t> roce_frame(const wire::MacAddress& dst_mac, const wire
                                      const std::vector<std::uint8_t>& payload) {
   const wire::EthernetRepr eth{dst_mac, kPeerMac, -1};
   core::Endpoints route;
-  route.src = gid_of(kPeerIp);
-  route.dst = gid_of(dst_ip);
+  route.src = net::gid_of(kPeerIp);
+  route.dst = net::gid_of(dst_ip);
   route.src_port = 0xC123;
   route.ipv4_id = id;
   const std::size_t headers = net::roce_headers_length(eth, route);
@@ -57,8 +51,8 @@ std::vector<std::uint8_t> roce_frame(const wire::MacAddress& dst_mac, const wire
 
 core::TxPacket packet_to(const wire::Ipv4Address& ip, std::uint8_t tag) {
   core::TxPacket p;
-  p.route.src = gid_of(kOurIp);
-  p.route.dst = gid_of(ip);
+  p.route.src = net::gid_of(kOurIp);
+  p.route.dst = net::gid_of(ip);
   p.bytes = {tag, 1, 2, 3};
   return p;
 }
@@ -74,8 +68,8 @@ TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, po
   const auto p = link.receive(f);
   REQUIRE(p);
   CHECK(std::vector<std::uint8_t>(p->bytes.begin(), p->bytes.end()) == kPayload);
-  CHECK(p->src_gid == gid_of(kPeerIp));
-  CHECK(p->dst_gid == gid_of(kOurIp));
+  CHECK(p->src_gid == net::gid_of(kPeerIp));
+  CHECK(p->dst_gid == net::gid_of(kOurIp));
   CHECK(p->src_port == 0xC123);
   CHECK(p->ipv4_id == 0x1234);
   CHECK(link.counters().rx_roce == 1);
