@@ -5,7 +5,11 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "wire/error.hpp"
 #include "wire/field.hpp"
@@ -13,6 +17,29 @@
 namespace wire {
 
 using MacAddress = std::array<std::uint8_t, 6>;
+
+// "02:00:5e:10:00:01" (IEEE 802 canonical form, lower case); parse_mac takes either case.
+inline std::string mac_text(const MacAddress& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
+
+inline std::optional<MacAddress> parse_mac(std::string_view text) {
+  if (text.size() != 17) return std::nullopt;
+  MacAddress m{};
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (i != 0 && text[3 * i - 1] != ':') return std::nullopt;
+    unsigned byte = 0;
+    for (const char c : text.substr(3 * i, 2)) {
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      if (digit < 0) return std::nullopt;
+      byte = byte * 16 + static_cast<unsigned>(digit);
+    }
+    m[i] = static_cast<std::uint8_t>(byte);
+  }
+  return m;
+}
 
 namespace ethertype {
 inline constexpr std::uint16_t ipv4 = 0x0800;

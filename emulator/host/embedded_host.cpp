@@ -129,7 +129,7 @@ HostStats EmbeddedHost::stats() {
   net::UdpCounters udp = backend_->counters();
   udp.loopback_packets = loopback_packets_;
   return {device_.counters(), udp, capture_ ? capture_->counters() : net::CaptureCounters{},
-          faults_ ? faults_->stats() : FaultStats{}};
+          faults_ ? faults_->stats() : FaultStats{}, backend_->port_counters()};
 }
 
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now) {

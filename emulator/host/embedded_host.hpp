@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 #include <type_traits>
 #include <vector>
 
@@ -64,6 +65,7 @@ struct HostStats {
   net::UdpCounters udp;
   net::CaptureCounters capture;  // all 0 without a capture
   FaultStats faults;             // all 0 without faults
+  std::vector<net::NamedCount> port;  // the backend's port_counters(); none for udp
 };
 
 class EmbeddedHost;

@@ -59,6 +59,7 @@ bool ProcessMemory::read(std::uint64_t addr, std::span<std::uint8_t> out) {
   }
   const bool streaming = addr == last_read_end_;
   last_read_end_ = addr + out.size();
+  ++read_calls_;
   if (!streaming) {
     iovec local{out.data(), out.size()};
     iovec remote{reinterpret_cast<void*>(at), out.size()};
@@ -108,6 +109,7 @@ void ProcessMemory::flush() {
 void ProcessMemory::write_staged() {
   if (staged_.empty()) return;
   iovec local{staged_.data(), staged_.size()};
+  ++write_calls_;
   const ssize_t n = process_vm_writev(staged_pid_, &local, 1, staged_to_.data(), staged_to_.size(), 0);
   const std::size_t written = n < 0 ? 0 : static_cast<std::size_t>(n);
   if (written < staged_.size()) {
@@ -117,6 +119,10 @@ void ProcessMemory::write_staged() {
   }
   staged_.clear();
   staged_to_.clear();
+}
+
+std::vector<net::NamedCount> ProcessMemory::counters() const {
+  return {{"read_calls", read_calls_}, {"write_calls", write_calls_}, {"lost_write_bytes", lost_write_bytes_}};
 }
 
 bool ProcessMemory::compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap,

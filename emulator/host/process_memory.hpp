@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "emulator/core/memory.hpp"
+#include "emulator/net/backend.hpp"
 
 namespace softrdma::host {
 
@@ -60,7 +61,9 @@ class ProcessMemory final : public core::Memory {
   bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) override;
   void flush() override;
 
-  // Bytes staged by write() that the kernel refused to write at flush time.
+  // For `softrdma stats` ("dma"): the system calls made, and the bytes staged by write() that
+  // the kernel refused to write at flush time.
+  std::vector<net::NamedCount> counters() const;
   std::uint64_t lost_write_bytes() const { return lost_write_bytes_; }
 
   static constexpr std::size_t kReadAhead = 64 * 1024;
@@ -81,6 +84,8 @@ class ProcessMemory final : public core::Memory {
   std::uint64_t ahead_addr_ = 0;
   std::vector<std::uint8_t> ahead_;
   std::uint64_t last_read_end_ = 0;  // tagged address just past the last read
+  std::uint64_t read_calls_ = 0;
+  std::uint64_t write_calls_ = 0;
   std::uint64_t lost_write_bytes_ = 0;
 };
 

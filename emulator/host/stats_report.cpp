@@ -129,6 +129,10 @@ void put(JsonOut& j, const net::FaultCounters& c) {
   j.number("delayed", c.delayed);
 }
 
+void put(JsonOut& j, const std::vector<net::NamedCount>& counts) {
+  for (const net::NamedCount& c : counts) j.number(c.name, c.value);
+}
+
 template <class Counters>
 void put_object(JsonOut& j, std::string_view name, const Counters& c) {
   j.open(name);
@@ -175,6 +179,8 @@ std::string to_json(const StatsReport& r) {
   put_object(j, "tx", r.host.faults.tx);
   put_object(j, "rx", r.host.faults.rx);
   j.close();
+  if (!r.host.port.empty()) put_object(j, "port", r.host.port);
+  if (!r.dma.empty()) put_object(j, "dma", r.dma);
   j.open_array("qps");
   for (const core::QpStats& q : r.qps) {
     j.open();

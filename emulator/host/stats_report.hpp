@@ -7,6 +7,8 @@
 //                icrc_err, icrc_ipv4_id_solved, malformed, unknown_qp, dropped},
 //    "udp":{every net::UdpCounters field}, "capture":{frames_written, frames_dropped},
 //    "faults":{"tx":{every net::FaultCounters field}, "rx":{...}},
+//    "port":{the backend's port_counters()}  (only when it has some: the dpdk backend),
+//    "dma":{"lost_write_bytes":N}             (only softrdmad: ProcessMemory's counters),
 //    "qps":[{"qpn":N, "type":"RC", "state":"RTS", "dest_qpn":N, every core::QpCounters field}]}
 // "counters" counts every QP the process ever had (destroyed ones too); "qps" lists the QPs
 // alive at that moment. Numbers are unsigned decimal integers; a new field may be added, an
@@ -27,6 +29,7 @@ struct StatsReport {
   std::string device;   // "srdma0"
   std::string address;  // the address the device's socket holds
   HostStats host;
+  std::vector<net::NamedCount> dma;  // how the daemon reached its clients' memory; none in embedded mode
   std::vector<core::QpStats> qps;  // the live QPs, in QPN order
 };
 

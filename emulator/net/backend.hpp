@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "emulator/core/device.hpp"
 
@@ -31,6 +32,12 @@ struct UdpCounters {
   int last_tx_errno = 0;
 };
 
+// One counter of the wire beneath a backend, by name (`softrdma stats` shows them as they come).
+struct NamedCount {
+  const char* name;  // a string literal
+  std::uint64_t value;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -44,6 +51,9 @@ class Backend {
   virtual std::uint16_t local_port() const = 0;
   virtual const std::string& local_address() const = 0;  // "127.0.0.2", "::1"
   virtual UdpCounters counters() const = 0;
+  // What the wire beneath counts beyond UdpCounters: a DPDK port's frames and its link's ARP.
+  // The udp backend has nothing more to say (the kernel keeps its own counters).
+  virtual std::vector<NamedCount> port_counters() const { return {}; }
 
   // Sends `packets` in order; returns how many were dealt with (sent, or counted as an error
   // and dropped): fewer only when the wire cannot take more now (a full socket buffer: wait

@@ -128,6 +128,8 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
     std::fprintf(stderr, "softrdmad: dpdk: %u of %u mbufs cross a page boundary; net_af_xdp drops frames in them\n", n,
                  kPoolMbufs);
   rte_eth_conf conf{};
+  // Frames longer than an mbuf arrive chained where the PMD can chain them (see kLargestFrame).
+  if ((info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
   std::uint16_t rx_descriptors = kRingDescriptors, tx_descriptors = kRingDescriptors;
   int err = rte_eth_dev_configure(port, 1, 1, &conf);
   if (err == 0) err = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx_descriptors, &tx_descriptors);
@@ -139,7 +141,21 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
     return failed(std::string("cannot start port ") + info.driver_name + ": " + rte_error(err));
   }
   rte_ether_addr mac{};
-  rte_eth_macaddr_get(port, &mac);
+  if (config.mac) {
+    std::copy(config.mac->begin(), config.mac->end(), std::begin(mac.addr_bytes));
+    // A PMD that cannot take a MAC (net_pcap, net_af_packet) still gets us every frame in
+    // promiscuous mode; EthernetLink then keeps those for the MAC we answer ARP with.
+    const int set = rte_eth_dev_default_mac_addr_set(port, &mac);
+    const int promiscuous = set == 0 ? 0 : rte_eth_promiscuous_enable(port);
+    if (promiscuous != 0) {
+      rte_eth_dev_stop(port);
+      rte_mempool_free(pool);
+      return failed(std::string("port ") + info.driver_name + " can neither take MAC " + wire::mac_text(*config.mac) +
+                    " (" + rte_error(set) + ") nor be made promiscuous (" + rte_error(promiscuous) + ")");
+    }
+  } else {
+    rte_eth_macaddr_get(port, &mac);
+  }
   // memif and tap drop what is sent before their link is up (research/dpdk.md pitfall 4).
   const auto until = std::chrono::steady_clock::now() + kLinkUpWait;
   rte_eth_link link{};
@@ -152,6 +168,8 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
 
   wire::MacAddress our_mac{};
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
+  std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s\n", port, info.driver_name,
+               wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up");
   wire::Ipv4Address our_ip{};
   std::memcpy(our_ip.data(), &ip, 4);
   return {std::unique_ptr<Backend>(new DpdkBackend(port, pool, our_mac, our_ip, config.ip, config.poll_interval_ns)), {}};
@@ -162,6 +180,7 @@ DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress
     : port_(port), pool_(pool), link_(mac, ip), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
   received_.reserve(kBurst);
   rx_.reserve(kBurst);
+  linear_.resize(kBurst);
 }
 
 DpdkBackend::~DpdkBackend() {
@@ -193,6 +212,28 @@ UdpCounters DpdkBackend::counters() const {
   c.rx_errors = link_.counters().rx_malformed + link_.counters().rx_not_ours;
   rte_eth_stats stats{};
   if (rte_eth_stats_get(port_, &stats) == 0) c.rx_kernel_drops = stats.imissed + stats.rx_nombuf;
+  return c;
+}
+
+std::vector<NamedCount> DpdkBackend::port_counters() const {
+  const LinkCounters& l = link_.counters();
+  std::vector<NamedCount> c = {{"rx_roce", l.rx_roce},
+                               {"rx_arp", l.rx_arp},
+                               {"rx_not_ours", l.rx_not_ours},
+                               {"rx_malformed", l.rx_malformed},
+                               {"arp_requests_sent", l.arp_requests_sent},
+                               {"arp_replies_sent", l.arp_replies_sent},
+                               {"tx_held", l.tx_held},
+                               {"tx_unresolved", l.tx_unresolved},
+                               {"tx_not_ipv4", l.tx_not_ipv4}};
+  if (rte_eth_stats stats{}; rte_eth_stats_get(port_, &stats) == 0) {  // what the PMD counted
+    c.insert(c.end(), {{"port_rx_frames", stats.ipackets},
+                       {"port_tx_frames", stats.opackets},
+                       {"port_rx_missed", stats.imissed},
+                       {"port_rx_errors", stats.ierrors},
+                       {"port_tx_errors", stats.oerrors},
+                       {"port_rx_no_mbuf", stats.rx_nombuf}});
+  }
   return c;
 }
 
@@ -305,11 +346,16 @@ std::span<const core::RxPacket> DpdkBackend::receive() {
   for (std::uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = burst[i];
     received_.push_back(m);
-    if (m->nb_segs != 1) {  // larger than kFrameRoom: no RoCE packet is
-      ++counters_.rx_truncated;
-      continue;
+    std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len);
+    if (m->nb_segs != 1) {  // larger than one mbuf: a peer's IB MTU 4096 on a jumbo link
+      if (m->pkt_len > kLargestFrame) {
+        ++counters_.rx_truncated;
+        continue;
+      }
+      std::vector<std::uint8_t>& whole = linear_[i];
+      whole.resize(m->pkt_len);
+      bytes = {static_cast<const std::uint8_t*>(rte_pktmbuf_read(m, 0, m->pkt_len, whole.data())), m->pkt_len};
     }
-    const std::span<const std::uint8_t> bytes(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len);
     if (const std::optional<core::RxPacket> p = link_.receive(bytes)) {
       rx_.push_back(*p);
       ++counters_.rx_packets;

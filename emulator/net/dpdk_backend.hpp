@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ namespace softrdma::net {
 struct DpdkConfig {
   std::vector<std::string> eal_args;  // what any DPDK program takes: "-l", "0", "--no-huge", "--vdev=...", ...
   std::uint16_t port = 0;             // the ethdev port EAL's probe created
+  // The port's MAC, when the PMD's own will not do: virtual devices make one up (net_pcap, memif
+  // pick theirs at random), and a replayed capture's frames name the MAC they were sent to.
+  std::optional<wire::MacAddress> mac;
   std::string ip;                     // the device's IPv4 address; no kernel interface should hold it
   std::uint64_t poll_interval_ns = 50'000;
 };
@@ -47,6 +51,10 @@ class DpdkBackend final : public Backend {
   // s9.2-9.4, + 42 of Ethernet, IPv4 and UDP), not for 4096: larger packets are refused and
   // counted (tx_errors, EMSGSIZE).
   static constexpr std::uint16_t kFrameRoom = 4096 - 64 - 128 - 128;
+  // A received frame may be longer and arrive in a chain of mbufs: a peer on a jumbo link
+  // with IB MTU 4096 sends 4096 + 78 bytes. It is copied whole (linear_) before it is parsed,
+  // up to a 9000-byte jumbo frame's size; longer ones are counted (rx_truncated) and dropped.
+  static constexpr std::uint32_t kLargestFrame = 9018;
 
   static BackendOpen open(const DpdkConfig& config);
 
@@ -60,6 +68,7 @@ class DpdkBackend final : public Backend {
   std::uint16_t local_port() const override { return wire::kRoceV2Port; }
   const std::string& local_address() const override { return address_; }
   UdpCounters counters() const override;
+  std::vector<NamedCount> port_counters() const override;  // EthernetLink's, then the port's own
   const LinkCounters& link_counters() const { return link_.counters(); }
 
   std::size_t send(std::span<core::TxPacket> packets) override;
@@ -83,6 +92,7 @@ class DpdkBackend final : public Backend {
   std::string address_;
   std::uint64_t poll_interval_ns_;
   std::vector<rte_mbuf*> received_;  // the mbufs behind rx_, freed by the next receive()
+  std::vector<std::vector<std::uint8_t>> linear_;  // chained frames copied whole, one per burst slot
   std::vector<core::RxPacket> rx_;
   UdpCounters counters_;
 };

@@ -55,7 +55,10 @@ def main(argv):
                       (["--eal", "-l 0"], "need --backend dpdk"),
                       (["--backend", "dpdk", "--ip", "::1"], "not an IPv4 address"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-port", "x"], "--dpdk-port takes"),
-                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--poll-interval", "0"], "--poll-interval takes")):
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--poll-interval", "0"], "--poll-interval takes"),
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "01:00:5e:00:00:01"], "unicast MAC"),
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "02:00:00:00:00"], "unicast MAC"),
+                      (["--dpdk-mac", "02:00:00:00:00:01"], "need --backend dpdk")):
         r = run([softrdmad] + bad)
         check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)
 
@@ -76,8 +79,21 @@ def main(argv):
         st = run([softrdma, "stats", "--json", "--pid", str(p.pid)])
         reports = [json.loads(line) for line in st.stdout.splitlines() if line.strip()]
         check(st.returncode == 0 and len(reports) == 1 and reports[0]["program"] == "softrdmad" and
-              reports[0]["address"] == "127.84.0.7" and "loopback_packets" in reports[0]["udp"],
-              "softrdma stats shows the daemon's device", st.stdout + st.stderr)
+              reports[0]["address"] == "127.84.0.7" and "loopback_packets" in reports[0]["udp"] and
+              "port" not in reports[0],
+              "softrdma stats shows the daemon's device (no port counters: the udp backend)", st.stdout + st.stderr)
+        # The daemon's DMA counters move with a client's traffic.
+        pingpong = [softrdma, "run", f"--daemon={sock}", "--", "ibv_rc_pingpong", "-g", "0", "-n", "20", "-p", "18531"]
+        server = subprocess.Popen(pingpong, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(0.5)
+        client = run(pingpong + ["127.84.0.7"], timeout=30)
+        server_out = server.communicate(timeout=30)[0]
+        st = run([softrdma, "stats", "--json", "--pid", str(p.pid)])
+        dma = json.loads(st.stdout).get("dma", {}) if st.returncode == 0 else {}
+        check(client.returncode == 0 and server.returncode == 0 and dma.get("read_calls", 0) > 0 and
+              dma.get("write_calls", 0) > 0 and dma.get("lost_write_bytes") == 0,
+              "softrdma stats shows the daemon's process_vm_* calls after a pingpong, no write lost",
+              f"{dma}\n{client.stdout[-800:]}{client.stderr[-800:]}{server_out[-800:]}")
         d = run([softrdma, "devices", f"--daemon={sock}", "--ip", "127.84.0.1"])
         check(d.returncode == 2 and "--daemon takes no address" in d.stderr, "devices: --daemon with --ip is refused",
               d.stderr)

@@ -35,7 +35,8 @@ namespace {
 constexpr const char* kUsage =
     "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
     "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
-    "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--poll-interval US]\n"
+    "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--dpdk-mac MAC]\n"
+    "                 [--poll-interval US]\n"
     "\n"
     "Runs the softrdma device srdma0 for every process that attaches to it (softrdma run --daemon,\n"
     "or SOFTRDMA_DAEMON=PATH): one engine and one UDP socket on port 4791, shared as processes share\n"
@@ -59,6 +60,8 @@ constexpr const char* kUsage =
     "  --eal 'EAL ARGS'     dpdk: EAL's arguments, space-separated, e.g. '-l 0 --no-huge -m 128\n"
     "                       --no-pci --no-shconf --no-telemetry --vdev=net_af_packet0,iface=veth0'\n"
     "  --dpdk-port N        dpdk: the ethdev port to use (default 0)\n"
+    "  --dpdk-mac MAC       dpdk: use this unicast MAC (aa:bb:cc:dd:ee:ff) instead of the port's own;\n"
+    "                       a PMD that cannot take it (net_pcap) is made promiscuous instead\n"
     "  --poll-interval US   dpdk: how often an idle device looks at the port (default 50)\n"
     "  --shutdown-grace MS  how long clients get after SIGTERM before they are cut off (default 2000)\n"
     "  --config FILE        read options from FILE first: one 'name = value' per line (names as the\n"
@@ -106,8 +109,8 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
   return true;
 }
 
-constexpr std::string_view kValued[] = {"ip",      "socket", "group",     "capture",       "faults", "shutdown-grace",
-                                        "config",  "backend", "eal",      "dpdk-port",     "poll-interval"};
+constexpr std::string_view kValued[] = {"ip",     "socket", "group",     "capture",  "faults",        "shutdown-grace",
+                                        "config", "backend", "eal",      "dpdk-port", "dpdk-mac", "poll-interval"};
 
 bool takes_value(std::string_view name) {
   for (std::string_view v : kValued) {
@@ -213,6 +216,11 @@ int main(int argc, char** argv) {
       if (!port || *port > UINT16_MAX) return usage_error("--dpdk-port takes a port number");
       dpdk.port = static_cast<std::uint16_t>(*port);
     }
+    if (settings.count("dpdk-mac")) {
+      dpdk.mac = wire::parse_mac(settings["dpdk-mac"]);
+      if (!dpdk.mac || ((*dpdk.mac)[0] & 1) != 0)  // the I/G bit: a group address names no one port
+        return usage_error("--dpdk-mac takes a unicast MAC like 02:00:00:00:00:01");
+    }
     if (settings.count("poll-interval")) {
       const std::optional<unsigned> us = parse_unsigned(settings["poll-interval"]);
       if (!us || *us == 0) return usage_error("--poll-interval takes microseconds (at least 1)");
@@ -221,8 +229,9 @@ int main(int argc, char** argv) {
     config.open_backend = [dpdk] { return net::DpdkBackend::open(dpdk); };
   } else if (backend != "udp") {
     return usage_error("--backend is udp or dpdk");
-  } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("poll-interval")) {
-    return usage_error("--eal, --dpdk-port and --poll-interval need --backend dpdk");
+  } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("dpdk-mac") ||
+             settings.count("poll-interval")) {
+    return usage_error("--eal, --dpdk-port, --dpdk-mac and --poll-interval need --backend dpdk");
   }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
@@ -251,7 +260,12 @@ int main(int argc, char** argv) {
     std::string error = dir.error;
     if (error.empty()) {
       stats = host::StatsEndpoint::open(
-          dir.path, [h = started.host.get()] { return host::to_json(host::report_of(*h, "softrdmad", "srdma0")); },
+          dir.path,
+          [h = started.host.get(), &memory] {
+            host::StatsReport report = host::report_of(*h, "softrdmad", "srdma0");
+            report.dma = h->call([&memory](core::Device&, core::Time) { return memory.counters(); });  // under the engine's lock
+            return host::to_json(report);
+          },
           error);
     }
     if (!stats) std::fprintf(stderr, "softrdmad: 'softrdma stats' cannot see this device: %s\n", error.c_str());
