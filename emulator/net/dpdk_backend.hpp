@@ -5,16 +5,17 @@
 // the pitfalls this code steps around.
 //
 // The backend builds and parses whole frames, so unlike a UDP socket it sees and sets every
-// header: packets leave with IPv4 ID 0 and DF (the header the engine sealed the ICRC for),
-// TTL 64 and UDP checksum 0, and the engine gets each received packet's real IPv4 ID. The
-// Ethernet side (ARP for its address, sorting frames) is EthernetLink (ethernet_link.hpp).
+// header: IPv4 packets leave with ID 0 and DF (the header the engine sealed the ICRC for),
+// TTL 64 and UDP checksum 0, and the engine gets each received packet's real IPv4 ID; IPv6
+// packets leave with hop limit 64 and a UDP checksum (RFC 8200 s8.1). The Ethernet side (ARP
+// or neighbour discovery for its address, sorting frames) is EthernetLink (ethernet_link.hpp).
 //
 // Threads: the host calls send() and receive() under its lock, from whichever thread holds
 // it; none of them is an EAL lcore, so the mempool is used without per-lcore caches. There is
 // no file descriptor to sleep on: an idle host polls the port every poll_interval_ns().
 // EAL pins the calling thread to its first lcore; open() gives the thread its old CPU set
 // back, so the daemon's other threads are not all squeezed onto one core.
-// One port, one queue pair, IPv4 only; EAL can be initialised once per process.
+// One port, one queue pair, one address (IPv4 or IPv6); EAL can be initialised once per process.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,7 @@ namespace softrdma::net {
 struct DpdkConfig {
   std::vector<std::string> eal_args;  // what any DPDK program takes: "-l", "0", "--no-huge", "--vdev=...", ...
   std::uint16_t port = 0;             // the ethdev port EAL's probe created
-  std::string ip;                     // the device's IPv4 address; no kernel interface should hold it
+  std::string ip;                     // the device's IPv4 or IPv6 address; no kernel interface should hold it
   std::uint64_t poll_interval_ns = 50'000;
 };
 
@@ -44,8 +45,8 @@ class DpdkBackend final : public Backend {
   // The largest frame an mbuf holds: a pool object is one 4 KiB page (net_af_xdp needs that,
   // see create_pool in the .cpp), less the mempool header (64), the mbuf (128) and its
   // headroom (128). Enough for IB MTU 2048 (2048 + at most 68 bytes of IB headers, IBTA vol. 1
-  // s9.2-9.4, + 42 of Ethernet, IPv4 and UDP), not for 4096: larger packets are refused and
-  // counted (tx_errors, EMSGSIZE).
+  // s9.2-9.4, + 42 of Ethernet, IPv4 and UDP, or 62 with IPv6), not for 4096: larger packets
+  // are refused and counted (tx_errors, EMSGSIZE).
   static constexpr std::uint16_t kFrameRoom = 4096 - 64 - 128 - 128;
 
   static BackendOpen open(const DpdkConfig& config);
@@ -66,9 +67,9 @@ class DpdkBackend final : public Backend {
   std::span<const core::RxPacket> receive() override;
 
  private:
-  DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, wire::Ipv4Address ip, std::string address,
+  DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid, std::string address,
               std::uint64_t poll_interval_ns);
-  // Sends frames EthernetLink made (ARP) and packets it released; drops what the port refuses.
+  // Sends frames EthernetLink made (ARP, ND) and packets it released; drops what the port refuses.
   void send_link_output(std::uint64_t now);
   // Fills an mbuf with `packet` framed for `mac`; null (and counted) when the pool is empty.
   rte_mbuf* frame(const core::TxPacket& packet, const wire::MacAddress& mac);
