@@ -20,7 +20,8 @@
 //   are Neighbor Solicitations or Advertisements valid by RFC 4861 s7.1 are taken in; any
 //   other IPv6 (MLD, router solicitations, other ICMPv6) is not ours. A solicitation for our
 //   address is answered (s7.2.4) and teaches us its sender (s7.2.3); an advertisement teaches
-//   us its target when we asked about it or know it (s7.2.5).
+//   us its target when we asked about it, or replaces a known one's MAC when it says Override
+//   (s7.2.5).
 // - Send: a packet to an address whose MAC is known goes out at once. One to an unknown
 //   address waits (up to kHeldPerNeighbour per neighbour; RC retransmits anything dropped)
 //   while we ask (an ARP request broadcast, or an NS to the target's solicited-node group)
