@@ -16,13 +16,16 @@ enum class Error : std::uint8_t {
   bad_header_length,  // IPv4 IHL below 5, or options beyond the datagram
   bad_version,        // IP version, BTH TVer, DDP or RDMAP version not the one supported
   bad_pad_count,      // BTH pad count larger than the payload it would strip
-  unknown_opcode,     // BTH opcode reserved in IBTA vol. 1 table 35, or RDMAP opcode unused
+  unknown_opcode,     // BTH opcode reserved in IBTA vol. 1 table 35, RDMAP opcode unused, or an
+                      // ICMPv6 message that is not a Neighbor Solicitation or Advertisement
   fragmented,         // IPv4 fragment: RoCEv2 never fragments (IBTA vol. 1 A17.4.3)
   not_roce,           // a frame that is not RoCEv1 (0x8915) or RoCEv2 (UDP port 4791)
   bad_mpa_key,        // MPA request/reply key is neither "MPA ID Req Frame" nor "...Rep Frame"
   bad_mpa_marker,     // a marker's FPDU pointer does not point at an FPDU start (RFC 5044 s4.3)
   bad_crc,            // a CRC that was checked did not match
   bad_buffer_model,   // DDP tagged flag or queue number not the one the RDMAP opcode uses (RFC 5040 s4.2)
+  bad_checksum,       // an Internet checksum (RFC 1071) that does not add up
+  invalid_field,      // a value the protocol's validity rules refuse (ND: RFC 4861 s7.1.1, s7.1.2)
 };
 
 constexpr std::string_view name(Error e) {
@@ -40,6 +43,8 @@ constexpr std::string_view name(Error e) {
     case Error::bad_mpa_marker: return "bad_mpa_marker";
     case Error::bad_crc: return "bad_crc";
     case Error::bad_buffer_model: return "bad_buffer_model";
+    case Error::bad_checksum: return "bad_checksum";
+    case Error::invalid_field: return "invalid_field";
   }
   return "unknown_error";
 }

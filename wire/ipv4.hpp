@@ -16,6 +16,7 @@ using Ipv4Address = std::array<std::uint8_t, 4>;
 namespace ip_proto {
 inline constexpr std::uint8_t tcp = 6;
 inline constexpr std::uint8_t udp = 17;
+inline constexpr std::uint8_t icmpv6 = 58;  // IPv6's Next Header shares these numbers (RFC 8200 s3)
 }  // namespace ip_proto
 
 struct Ipv4 {

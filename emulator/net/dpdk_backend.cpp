@@ -20,6 +20,7 @@
 
 #include "emulator/core/copy_bytes.hpp"
 #include "emulator/net/roce_encapsulation.hpp"
+#include "emulator/net/udp_gid.hpp"
 
 namespace softrdma::net {
 namespace {
@@ -102,9 +103,20 @@ BackendOpen failed(std::string what) { return {nullptr, "dpdk backend: " + std::
 }  // namespace
 
 BackendOpen DpdkBackend::open(const DpdkConfig& config) {
-  in_addr ip{};
-  if (inet_pton(AF_INET, config.ip.c_str(), &ip) != 1)
-    return failed("'" + config.ip + "' is not an IPv4 address (the dpdk backend does ARP, not IPv6 neighbour discovery)");
+  // One address: IPv4, which EthernetLink serves with ARP, or IPv6, served with neighbour
+  // discovery. ND can neither ask for nor answer for a multicast or unspecified address.
+  core::Gid gid{};
+  in_addr v4{};
+  in6_addr v6{};
+  if (inet_pton(AF_INET, config.ip.c_str(), &v4) == 1) {
+    gid = gid_of(v4);
+  } else if (inet_pton(AF_INET6, config.ip.c_str(), &v6) == 1) {
+    gid = gid_of(v6);
+    if (wire::is_multicast(gid) || wire::is_unspecified(gid))
+      return failed("'" + config.ip + "' is not a unicast IPv6 address");
+  } else {
+    return failed("'" + config.ip + "' is not an IPv4 or IPv6 address");
+  }
   if (eal_taken.exchange(true)) return failed("EAL is already initialised in this process (one dpdk device per process)");
 
   cpu_set_t cpus;
@@ -170,14 +182,12 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
   std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s\n", port, info.driver_name,
                wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up");
-  wire::Ipv4Address our_ip{};
-  std::memcpy(our_ip.data(), &ip, 4);
-  return {std::unique_ptr<Backend>(new DpdkBackend(port, pool, our_mac, our_ip, config.ip, config.poll_interval_ns)), {}};
+  return {std::unique_ptr<Backend>(new DpdkBackend(port, pool, our_mac, gid, config.ip, config.poll_interval_ns)), {}};
 }
 
-DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, wire::Ipv4Address ip,
+DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid,
                          std::string address, std::uint64_t poll_interval_ns)
-    : port_(port), pool_(pool), link_(mac, ip), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
+    : port_(port), pool_(pool), link_(mac, gid), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
   received_.reserve(kBurst);
   rx_.reserve(kBurst);
   linear_.resize(kBurst);
@@ -185,21 +195,9 @@ DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress
 
 DpdkBackend::~DpdkBackend() {
   release_received();
-  const LinkCounters& l = link_.counters();
-  std::fprintf(stderr,
-               "softrdmad: dpdk port %u: %llu RoCE packets in, %llu ARP in, %llu not ours, %llu malformed; "
-               "%llu ARP requests and %llu replies sent; %llu packets waited for ARP, %llu unresolved\n",
-               port_, static_cast<unsigned long long>(l.rx_roce), static_cast<unsigned long long>(l.rx_arp),
-               static_cast<unsigned long long>(l.rx_not_ours), static_cast<unsigned long long>(l.rx_malformed),
-               static_cast<unsigned long long>(l.arp_requests_sent), static_cast<unsigned long long>(l.arp_replies_sent),
-               static_cast<unsigned long long>(l.tx_held), static_cast<unsigned long long>(l.tx_unresolved));
-  rte_eth_stats stats{};
-  if (rte_eth_stats_get(port_, &stats) == 0)
-    std::fprintf(stderr, "softrdmad: dpdk port %u: the port counted %llu frames in, %llu out; %llu missed, %llu in errors, "
-                 "%llu out errors, %llu without an mbuf\n", port_, static_cast<unsigned long long>(stats.ipackets),
-                 static_cast<unsigned long long>(stats.opackets), static_cast<unsigned long long>(stats.imissed),
-                 static_cast<unsigned long long>(stats.ierrors), static_cast<unsigned long long>(stats.oerrors),
-                 static_cast<unsigned long long>(stats.rx_nombuf));
+  std::string summary;  // what `softrdma stats` showed last, for the log
+  for (const NamedCount& c : port_counters()) summary += " " + std::string(c.name) + "=" + std::to_string(c.value);
+  std::fprintf(stderr, "softrdmad: dpdk port %u at exit:%s\n", port_, summary.c_str());
   rte_eth_dev_stop(port_);
   rte_eth_dev_close(port_);
   rte_mempool_free(pool_);
@@ -208,7 +206,7 @@ DpdkBackend::~DpdkBackend() {
 
 UdpCounters DpdkBackend::counters() const {
   UdpCounters c = counters_;
-  c.tx_no_route = link_.counters().tx_unresolved + link_.counters().tx_not_ipv4;
+  c.tx_no_route = link_.counters().tx_unresolved + link_.counters().tx_wrong_family;
   c.rx_errors = link_.counters().rx_malformed + link_.counters().rx_not_ours;
   rte_eth_stats stats{};
   if (rte_eth_stats_get(port_, &stats) == 0) c.rx_kernel_drops = stats.imissed + stats.rx_nombuf;
@@ -216,16 +214,20 @@ UdpCounters DpdkBackend::counters() const {
 }
 
 std::vector<NamedCount> DpdkBackend::port_counters() const {
+  static_assert(sizeof(LinkCounters) == 12 * sizeof(std::uint64_t), "a LinkCounters field is missing below");
   const LinkCounters& l = link_.counters();
   std::vector<NamedCount> c = {{"rx_roce", l.rx_roce},
                                {"rx_arp", l.rx_arp},
+                               {"rx_nd", l.rx_nd},
                                {"rx_not_ours", l.rx_not_ours},
                                {"rx_malformed", l.rx_malformed},
                                {"arp_requests_sent", l.arp_requests_sent},
                                {"arp_replies_sent", l.arp_replies_sent},
+                               {"nd_solicitations_sent", l.nd_solicitations_sent},
+                               {"nd_advertisements_sent", l.nd_advertisements_sent},
                                {"tx_held", l.tx_held},
                                {"tx_unresolved", l.tx_unresolved},
-                               {"tx_not_ipv4", l.tx_not_ipv4}};
+                               {"tx_wrong_family", l.tx_wrong_family}};
   if (rte_eth_stats stats{}; rte_eth_stats_get(port_, &stats) == 0) {  // what the PMD counted
     c.insert(c.end(), {{"port_rx_frames", stats.ipackets},
                        {"port_tx_frames", stats.opackets},
@@ -282,7 +284,7 @@ std::size_t DpdkBackend::send(std::span<core::TxPacket> packets) {
     std::size_t next = dealt;
     for (; next < packets.size() && n < kBurst; ++next) {
       const std::optional<wire::MacAddress> mac = link_.route(packets[next], now);
-      if (!mac) continue;  // waits for ARP (EthernetLink kept a copy) or dropped and counted there
+      if (!mac) continue;  // waits for ARP or ND (EthernetLink kept a copy) or dropped and counted there
       rte_mbuf* m = frame(packets[next], *mac);
       if (m == nullptr) continue;
       packet_of[n] = next;
@@ -310,7 +312,7 @@ void DpdkBackend::send_link_output(std::uint64_t now) {
   for (const std::vector<std::uint8_t>& f : link_.take_frames()) {
     if (rte_mbuf* m = frame(f)) out.push_back(m);
   }
-  const std::size_t arp_frames = out.size();  // the released packets follow
+  const std::size_t link_frames = out.size();  // the released packets follow
   std::vector<std::size_t> packet_bytes;
   for (auto& [mac, packet] : link_.take_released()) {
     if (rte_mbuf* m = frame(packet, mac)) {
@@ -319,11 +321,11 @@ void DpdkBackend::send_link_output(std::uint64_t now) {
     }
   }
   if (out.empty()) return;
-  // Slow path (a neighbour's first packets, ARP): what the ring refuses is lost; RC retransmits.
+  // Slow path (a neighbour's first packets, ARP, ND): what the ring refuses is lost; RC retransmits.
   const std::uint16_t sent = transmit(out.data(), static_cast<std::uint16_t>(std::min<std::size_t>(out.size(), UINT16_MAX)));
-  for (std::size_t i = arp_frames; i < sent; ++i) {
+  for (std::size_t i = link_frames; i < sent; ++i) {
     ++counters_.tx_packets;
-    counters_.tx_bytes += packet_bytes[i - arp_frames];
+    counters_.tx_bytes += packet_bytes[i - link_frames];
   }
   for (std::size_t i = sent; i < out.size(); ++i) {
     rte_pktmbuf_free(out[i]);
@@ -362,7 +364,7 @@ std::span<const core::RxPacket> DpdkBackend::receive() {
       counters_.rx_bytes += p->bytes.size();
     }
   }
-  send_link_output(now);  // ARP replies, and packets an ARP reply released
+  send_link_output(now);  // ARP replies and advertisements, and packets an answer released
   return rx_;
 }
 

@@ -5,16 +5,17 @@
 // the pitfalls this code steps around.
 //
 // The backend builds and parses whole frames, so unlike a UDP socket it sees and sets every
-// header: packets leave with IPv4 ID 0 and DF (the header the engine sealed the ICRC for),
-// TTL 64 and UDP checksum 0, and the engine gets each received packet's real IPv4 ID. The
-// Ethernet side (ARP for its address, sorting frames) is EthernetLink (ethernet_link.hpp).
+// header: IPv4 packets leave with ID 0 and DF (the header the engine sealed the ICRC for),
+// TTL 64 and UDP checksum 0, and the engine gets each received packet's real IPv4 ID; IPv6
+// packets leave with hop limit 64 and a UDP checksum (RFC 8200 s8.1). The Ethernet side (ARP
+// or neighbour discovery for its address, sorting frames) is EthernetLink (ethernet_link.hpp).
 //
 // Threads: the host calls send() and receive() under its lock, from whichever thread holds
 // it; none of them is an EAL lcore, so the mempool is used without per-lcore caches. There is
 // no file descriptor to sleep on: an idle host polls the port every poll_interval_ns().
 // EAL pins the calling thread to its first lcore; open() gives the thread its old CPU set
 // back, so the daemon's other threads are not all squeezed onto one core.
-// One port, one queue pair, IPv4 only; EAL can be initialised once per process.
+// One port, one queue pair, one address (IPv4 or IPv6); EAL can be initialised once per process.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +39,7 @@ struct DpdkConfig {
   // The port's MAC, when the PMD's own will not do: virtual devices make one up (net_pcap, memif
   // pick theirs at random), and a replayed capture's frames name the MAC they were sent to.
   std::optional<wire::MacAddress> mac;
-  std::string ip;                     // the device's IPv4 address; no kernel interface should hold it
+  std::string ip;                     // the device's IPv4 or IPv6 address; no kernel interface should hold it
   std::uint64_t poll_interval_ns = 50'000;
 };
 
@@ -48,8 +49,8 @@ class DpdkBackend final : public Backend {
   // The largest frame an mbuf holds: a pool object is one 4 KiB page (net_af_xdp needs that,
   // see create_pool in the .cpp), less the mempool header (64), the mbuf (128) and its
   // headroom (128). Enough for IB MTU 2048 (2048 + at most 68 bytes of IB headers, IBTA vol. 1
-  // s9.2-9.4, + 42 of Ethernet, IPv4 and UDP), not for 4096: larger packets are refused and
-  // counted (tx_errors, EMSGSIZE).
+  // s9.2-9.4, + 42 of Ethernet, IPv4 and UDP, or 62 with IPv6), not for 4096: larger packets
+  // are refused and counted (tx_errors, EMSGSIZE).
   static constexpr std::uint16_t kFrameRoom = 4096 - 64 - 128 - 128;
   // A received frame may be longer and arrive in a chain of mbufs: a peer on a jumbo link
   // with IB MTU 4096 sends 4096 + 78 bytes. It is copied whole (linear_) before it is parsed,
@@ -75,9 +76,9 @@ class DpdkBackend final : public Backend {
   std::span<const core::RxPacket> receive() override;
 
  private:
-  DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, wire::Ipv4Address ip, std::string address,
+  DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid, std::string address,
               std::uint64_t poll_interval_ns);
-  // Sends frames EthernetLink made (ARP) and packets it released; drops what the port refuses.
+  // Sends frames EthernetLink made (ARP, ND) and packets it released; drops what the port refuses.
   void send_link_output(std::uint64_t now);
   // Fills an mbuf with `packet` framed for `mac`; null (and counted) when the pool is empty.
   rte_mbuf* frame(const core::TxPacket& packet, const wire::MacAddress& mac);

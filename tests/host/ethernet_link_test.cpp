@@ -1,5 +1,6 @@
 // EthernetLink, the dpdk backend's ARP and frame sorting (net/ethernet_link.hpp), driven with
-// frames built here byte by byte: no port, no clock.
+// frames built here byte by byte: no port, no clock. An IPv4 link; ethernet_link_nd_test.cpp
+// has the IPv6 one.
 #include "emulator/net/ethernet_link.hpp"
 
 #include <catch2/catch.hpp>
@@ -62,8 +63,8 @@ constexpr std::size_t kIpOffset = wire::Ethernet::length;
 
 }  // namespace
 
-TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, port and IPv4 ID") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, port and IPv4 ID", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   const std::vector<std::uint8_t> f = roce_frame(kOurMac, kOurIp, 0x1234, kPayload);
   const auto p = link.receive(f);
   REQUIRE(p);
@@ -75,8 +76,8 @@ TEST_CASE("a RoCEv2 frame for our MAC and IP is handed on with its addresses, po
   CHECK(link.counters().rx_roce == 1);
 }
 
-TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted and dropped") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted and dropped", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   CHECK_FALSE(link.receive(roce_frame(kPeerMac, kOurIp, 0, kPayload)));  // promiscuous port: not our MAC
   CHECK_FALSE(link.receive(roce_frame(kOurMac, kPeerIp, 0, kPayload)));  // our MAC, another IP
   std::vector<std::uint8_t> other_port = roce_frame(kOurMac, kOurIp, 0, kPayload);
@@ -85,7 +86,8 @@ TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted 
   std::vector<std::uint8_t> lldp(60);
   wire::EthernetRepr{kOurMac, kPeerMac, -1}.emit(lldp.data(), 0x88cc);
   CHECK_FALSE(link.receive(lldp));
-  // RoCEv2 over IPv6: well formed, but this link serves one IPv4 address.
+  // RoCEv2 over IPv6: well formed, but this link serves one IPv4 address (the IPv6 cases are
+  // in ethernet_link_nd_test.cpp).
   const wire::EthernetRepr eth{kOurMac, kPeerMac, -1};
   core::Endpoints v6;
   v6.src = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
@@ -98,8 +100,8 @@ TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted 
   CHECK(link.counters().rx_roce == 0);
 }
 
-TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   const std::vector<std::uint8_t> good = roce_frame(kOurMac, kOurIp, 0, kPayload);
   CHECK_FALSE(link.receive(std::span(good).first(10)));
   std::vector<std::uint8_t> bad_sum = good;
@@ -118,8 +120,8 @@ TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as mal
   CHECK(link.receive(good));  // and the good one still passes
 }
 
-TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (RFC 826)") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (RFC 826)", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   CHECK_FALSE(link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, kOurIp)));
   const auto frames = link.take_frames();
   REQUIRE(frames.size() == 1);
@@ -143,8 +145,8 @@ TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (R
   CHECK(link.take_frames().empty());
 }
 
-TEST_CASE("ARP for other addresses is neither answered nor learnt") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("ARP for other addresses is neither answered nor learnt", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   link.receive(arp_frame(wire::Arp::request, kBroadcast, kPeerMac, kPeerIp, wire::Ipv4Address{10, 77, 1, 9}));
   CHECK(link.take_frames().empty());
   core::TxPacket p = packet_to(kPeerIp, 1);
@@ -153,8 +155,8 @@ TEST_CASE("ARP for other addresses is neither answered nor learnt") {
   CHECK(link.counters().rx_arp == 1);
 }
 
-TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in order") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in order", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   for (std::uint8_t tag = 0; tag < 3; ++tag) {
     core::TxPacket p = packet_to(kPeerIp, tag);
     CHECK_FALSE(link.route(p, 1000));
@@ -170,7 +172,7 @@ TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in o
   CHECK(request->operation == wire::Arp::request);
   CHECK(request->target_ip == kPeerIp);
   CHECK(request->sender_ip == kOurIp);
-  CHECK(link.next_deadline() == 1000 + net::EthernetLink::kArpRetryNs);
+  CHECK(link.next_deadline() == 1000 + net::EthernetLink::kResolveRetryNs);
 
   link.receive(arp_frame(wire::Arp::reply, kOurMac, kPeerMac, kPeerIp, kOurIp));
   const auto released = link.take_released();
@@ -183,16 +185,16 @@ TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in o
   CHECK(link.counters().tx_held == 3);
 }
 
-TEST_CASE("an unanswered neighbour is asked kArpTries times, then its packets are dropped and counted") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("an unanswered neighbour is asked kResolveTries times, then its packets are dropped and counted", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   core::TxPacket p = packet_to(kPeerIp, 7);
   std::uint64_t now = 0;
   link.route(p, now);
-  for (int i = 0; i < net::EthernetLink::kArpTries + 2; ++i) {
-    now += net::EthernetLink::kArpRetryNs;
+  for (int i = 0; i < net::EthernetLink::kResolveTries + 2; ++i) {
+    now += net::EthernetLink::kResolveRetryNs;
     link.advance(now);
   }
-  CHECK(link.counters().arp_requests_sent == static_cast<std::uint64_t>(net::EthernetLink::kArpTries));
+  CHECK(link.counters().arp_requests_sent == static_cast<std::uint64_t>(net::EthernetLink::kResolveTries));
   CHECK(link.counters().tx_unresolved == 1);
   CHECK_FALSE(link.next_deadline());
   CHECK(link.take_released().empty());
@@ -202,8 +204,8 @@ TEST_CASE("an unanswered neighbour is asked kArpTries times, then its packets ar
   CHECK(link.take_frames().size() == 1);
 }
 
-TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are refused") {
-  net::EthernetLink link(kOurMac, kOurIp);
+TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are refused by an IPv4 link", "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   for (std::size_t i = 0; i < net::EthernetLink::kHeldPerNeighbour + 5; ++i) {
     core::TxPacket p = packet_to(kPeerIp, 0);
     link.route(p, 0);
@@ -213,5 +215,5 @@ TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are 
   core::TxPacket v6 = packet_to(kPeerIp, 0);
   v6.route.dst = core::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
   CHECK_FALSE(link.route(v6, 0));
-  CHECK(link.counters().tx_not_ipv4 == 1);
+  CHECK(link.counters().tx_wrong_family == 1);
 }

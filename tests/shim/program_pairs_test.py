@@ -22,6 +22,10 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
                 --no-huge), at 10.77.1.1 and 10.77.1.2, answering ARP itself; the programs'
                 TCP exchange stays on the first pair. afxdp.NAME skips where the kernel refuses
                 an XDP socket.
+  afpacket6.NAME afpacket.NAME with the daemons at fd77:1::1 and fd77:1::2 (IPv6, neighbour
+                discovery instead of ARP; the programs' GID 0 is then that address), for a few
+                pairs (DPDK_IPV6_PAIRS). The kernel's own IPv6 on the data veth (its link-local
+                address, router solicitations, MLD) must reach the daemons as "not ours".
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
                 pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
@@ -63,7 +67,9 @@ VETH = ("srdmaA", "srdmaB")  # server's end, client's end
 VETH_MTU = 1500
 DATA_VETH = ("srdmaDA", "srdmaDB")  # the dpdk daemons' wire: no kernel address on it
 DPDK_ADDR = ("10.77.1.1", "10.77.1.2")
-DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp"}
+DPDK_ADDR6 = ("fd77:1::1", "fd77:1::2")  # afpacket6's; unique-local (RFC 4193), only inside the namespaces
+DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp", "afpacket6": "net_af_packet"}
+DPDK_IPV6_MODES = {"afpacket6"}
 # What EAL needs here: no hugepages, PCI or shared config (two daemons side by side), and the
 # pool's 32 MiB (net/dpdk_backend.cpp).
 EAL_ARGS = "-l 0 --no-huge -m 128 --no-pci --no-shconf --no-telemetry"
@@ -186,6 +192,14 @@ PAIRS += [
 # Pairs run between two daemons in two namespaces (daemons.NAME): one of each kind of traffic.
 DAEMON_NETNS_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ibv_srq_pingpong.chk", "ib_write_bw.rc",
                       "ib_read_bw.rc", "ib_send_lat.rc", "ib_atomic_bw.fetch_add"]
+# Between dpdk daemons on IPv6 addresses: RC, UD (whose GRH carries the IPv6 header) and bulk
+# RDMA WRITE.
+DPDK_IPV6_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ib_write_bw.rc"]
+
+
+def mode_pairs(mode):
+    """The pairs a two-host mode runs (daemons and the dpdk modes)."""
+    return DPDK_IPV6_PAIRS if mode in DPDK_IPV6_MODES else DAEMON_NETNS_PAIRS
 
 # The capture check: one RC pair across the veth while tcpdump records it. 20 exchanges of
 # 4096 bytes at rc_pingpong's default path MTU of 1024: at least 20 x 2 x 4 SEND packets.
@@ -199,7 +213,7 @@ def test_names():
     for mode in ("loop", "netns"):
         names += [f"{mode}.{p.name}" for p in PAIRS if mode in p.modes]
     names += [f"daemon.{p.name}" for p in PAIRS if "loop" in p.modes]
-    names += [f"{mode}.{name}" for mode in ("daemons", *DPDK_PMDS) for name in DAEMON_NETNS_PAIRS]
+    names += [f"{mode}.{name}" for mode in ("daemons", *DPDK_PMDS) for name in mode_pairs(mode)]
     names += [f"capture.{name}" for name in CAPTURES]
     return names
 
@@ -209,7 +223,7 @@ def find_pair(name):
     if mode == "capture":
         return mode, CAPTURES.get(rest)
     for p in PAIRS:
-        if mode in DPDK_PMDS and rest not in DAEMON_NETNS_PAIRS:
+        if mode in DPDK_PMDS and rest not in mode_pairs(mode):
             continue
         if p.name == rest and {"daemon": "loop", "daemons": "netns", **{m: "netns" for m in DPDK_PMDS}}.get(mode, mode) in p.modes:
             return mode, p
@@ -545,7 +559,8 @@ def daemon_options(backend, side):
     if backend == "udp":
         return ["--ip", NETNS_ADDR[side]]
     vdev = f"--vdev={DPDK_PMDS[backend]}0,iface={DATA_VETH[side]}"
-    return ["--backend", "dpdk", "--ip", DPDK_ADDR[side], "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
+    addr = (DPDK_ADDR6 if backend in DPDK_IPV6_MODES else DPDK_ADDR)[side]
+    return ["--backend", "dpdk", "--ip", addr, "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
 
 
 def check_daemons(pair, softrdma, host_netns, backend="udp"):
@@ -566,13 +581,22 @@ def check_daemons(pair, softrdma, host_netns, backend="udp"):
         judged = sides is not None and judge_pair(pair, "netns", *sides)
         stop_daemons([server_daemon, client_daemon], judged)
         if backend != "udp":
+            ipv6 = backend in DPDK_IPV6_MODES
+            resolution = "ND" if ipv6 else "ARP"
             for d in (server_daemon, client_daemon):
-                # The port's own summary at exit (net/dpdk_backend.cpp): the pair's packets
-                # crossed it, and nothing that came in was malformed.
-                m = re.search(r"dpdk port 0: (\d+) RoCE packets in, (\d+) ARP in, \d+ not ours, (\d+) malformed",
-                              d.output()[1])
-                check(m is not None and int(m.group(1)) > 0 and int(m.group(2)) > 0 and m.group(3) == "0",
-                      f"{d.role}: RoCE packets and ARP came in through {DPDK_PMDS[backend]}, none malformed",
+                # The port's own summary at exit (net/dpdk_backend.cpp): the pair's packets and
+                # the address resolution of its family crossed it, none of the other family's,
+                # and nothing that came in was malformed (the kernel's own IPv6 traffic on the
+                # veth is "not ours").
+                m = re.search(r"dpdk port 0 at exit:(.*)$", d.output()[1], re.M)
+                if m:
+                    print(f"       {d.role}: {m.group(0)}")
+                    counts = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))}
+                    roce, malformed = counts.get("rx_roce", 0), counts.get("rx_malformed", -1)
+                    arp, nd = counts.get("rx_arp", -1), counts.get("rx_nd", -1)
+                    ours, other = (nd, arp) if ipv6 else (arp, nd)
+                check(m is not None and roce > 0 and ours > 0 and other == 0 and malformed == 0,
+                      f"{d.role}: RoCE packets and {resolution} came in through {DPDK_PMDS[backend]}, none malformed",
                       m.group(0) if m else d.output()[1][-2000:])
     return finish()
 

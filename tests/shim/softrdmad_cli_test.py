@@ -53,7 +53,7 @@ def main(argv):
                       (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group"),
                       (["--backend", "dpdk"], "--backend dpdk needs --ip"), (["--backend", "tcp"], "udp or dpdk"),
                       (["--eal", "-l 0"], "need --backend dpdk"),
-                      (["--backend", "dpdk", "--ip", "::1"], "not an IPv4 address"),
+                      (["--backend", "dpdk", "--ip", "10.0.0"], "not an IPv4 or IPv6 address"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-port", "x"], "--dpdk-port takes"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--poll-interval", "0"], "--poll-interval takes"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "01:00:5e:00:00:01"], "unicast MAC"),

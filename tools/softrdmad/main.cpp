@@ -55,8 +55,8 @@ constexpr const char* kUsage =
     "  --faults SPEC        seeded fault injection, as softrdma run --faults\n"
     "  --no-gso             one UDP datagram per packet\n"
     "  --backend udp|dpdk   udp (default): kernel UDP sockets, unprivileged. dpdk: the device owns\n"
-    "                       a DPDK port and answers ARP for --ip (required, IPv4), which no kernel\n"
-    "                       interface should hold\n"
+    "                       a DPDK port and resolves neighbours for --ip itself (required; IPv4 with\n"
+    "                       ARP, IPv6 with neighbour discovery), which no kernel interface should hold\n"
     "  --eal 'EAL ARGS'     dpdk: EAL's arguments, space-separated, e.g. '-l 0 --no-huge -m 128\n"
     "                       --no-pci --no-shconf --no-telemetry --vdev=net_af_packet0,iface=veth0'\n"
     "  --dpdk-port N        dpdk: the ethdev port to use (default 0)\n"
@@ -205,11 +205,12 @@ int main(int argc, char** argv) {
   const std::string backend = settings.count("backend") ? settings["backend"] : "udp";
   if (backend == "dpdk") {
     net::DpdkConfig dpdk;
-    if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 address)");
+    if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 or IPv6 address)");
     dpdk.ip = settings["ip"];
     in_addr v4{};
-    if (inet_pton(AF_INET, dpdk.ip.c_str(), &v4) != 1)
-      return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 address (the dpdk backend answers ARP; IPv6 is udp only)");
+    in6_addr v6{};
+    if (inet_pton(AF_INET, dpdk.ip.c_str(), &v4) != 1 && inet_pton(AF_INET6, dpdk.ip.c_str(), &v6) != 1)
+      return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 or IPv6 address");
     dpdk.eal_args = split_words(settings.count("eal") ? settings["eal"] : "");
     if (settings.count("dpdk-port")) {
       const std::optional<unsigned> port = parse_unsigned(settings["dpdk-port"]);
