@@ -160,7 +160,7 @@ TEST_CASE("a Neighbor Solicitation for our address gets exactly this advertiseme
   CHECK(link.take_frames().empty());
 }
 
-TEST_CASE("a unicast solicitation without an option is answered to the frame's sender; DAD to all nodes",
+TEST_CASE("a unicast solicitation without an option is answered to the frame's sender, DAD to all nodes",
           "[ethernet_link]") {
   net::EthernetLink link(kOurMac, kOurIp);
   link.receive(icmpv6_frame(kOurMac, kPeerMac, kPeerIp, kOurIp, nd_message(kNs, 0, kOurIp)));
