@@ -50,6 +50,10 @@ struct DeviceConfig {
   // socket; without it each QP gets its own port for ECMP entropy (annex A17.5.1). The ICRC
   // covers the port, so the engine must seal packets with the one they really carry.
   std::optional<std::uint16_t> udp_source_port;
+  // The host turns packets to gids[0] round itself (a NIC's loopback), with no wire, capture or
+  // fault stage to check or show their ICRC: the engine then leaves it unwritten. Sealing was
+  // a tenth of a daemon's time with both ends of ib_write_bw on it.
+  bool unsealed_loopback = false;
 };
 
 // A packet the engine received: the UDP payload (BTH through ICRC) and the addresses it came

@@ -49,6 +49,8 @@ HostStart EmbeddedHost::start(HostConfig config) {
     opened.backend->set_gso(config.udp_gso);
     backend = std::move(opened.backend);
   }
+  // Looped-back packets need no ICRC unless a capture shows them or a fault stage may corrupt them.
+  config.device.unsealed_loopback = !config.capture_path && !config.faults;
   std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(backend), config.device, config.memory, config.spin));
   if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
   if (config.capture_path) {
@@ -319,8 +321,9 @@ std::size_t EmbeddedHost::loop_back(core::Time now) {
     in.dst_gid = it->route.dst;
     in.src_port = it->route.src_port;
     in.ipv4_id = it->route.ipv4_id;
-    // The engine sealed this ICRC a moment ago and no wire touched the packet since; only the
-    // fault stage can corrupt it, and then the engine checks it as it would a wire's.
+    // No wire touched the packet: its ICRC is unwritten (DeviceConfig::unsealed_loopback) or
+    // was sealed a moment ago. Only the fault stage can corrupt it, and then the engine checks
+    // it as it would a wire's.
     in.icrc_checked = !faults_;
     deliver(now, {&in, 1});
     ++loopback_packets_;

@@ -17,8 +17,7 @@ namespace core = softrdma::core;
 
 struct Side {
   explicit Side(std::uint8_t last_octet, std::size_t buffer_bytes) : Side(ipv4_gid(last_octet), buffer_bytes) {}
-  Side(const core::Gid& gid, std::size_t buffer_bytes) : buffer(buffer_bytes) {
-    core::DeviceConfig c;
+  Side(const core::Gid& gid, std::size_t buffer_bytes, core::DeviceConfig c = {}) : buffer(buffer_bytes) {
     c.gids = {gid};
     dev = std::make_unique<core::Device>(c, memory);
     pd = *dev->alloc_pd();
