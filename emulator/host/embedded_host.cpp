@@ -72,11 +72,11 @@ HostStart EmbeddedHost::start(HostConfig config) {
 
 namespace {
 
-// The device as the backend makes it: GID 0 is its address, and every packet leaves from its
-// one port, so the engine seals each ICRC with that port.
+// The device as the backend makes it: GID 0 is its address, and when every packet leaves from
+// the backend's one port (a socket's), the engine seals each ICRC with that port.
 core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& backend) {
   config.gids = {backend.local_gid()};
-  config.udp_source_port = backend.local_port();
+  if (backend.sends_from_local_port()) config.udp_source_port = backend.local_port();
   return config;
 }
 

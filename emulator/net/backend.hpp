@@ -47,8 +47,11 @@ class Backend {
   virtual int fd() const = 0;
   virtual std::uint64_t poll_interval_ns() const { return 0; }
   virtual const core::Gid& local_gid() const = 0;
-  // The UDP source port every packet leaves from: the engine seals ICRCs for it.
+  // The UDP port packets arrive at, and, when sends_from_local_port(), the source port every
+  // packet leaves from: the engine then seals every ICRC for it. A backend that writes its
+  // own UDP headers sends each packet from its QP's port instead (annex A17.5.1).
   virtual std::uint16_t local_port() const = 0;
+  virtual bool sends_from_local_port() const { return true; }
   virtual const std::string& local_address() const = 0;  // "127.0.0.2", "::1"
   virtual UdpCounters counters() const = 0;
   // What the wire beneath counts beyond UdpCounters: a DPDK port's frames and its link's ARP.

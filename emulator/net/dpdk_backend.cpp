@@ -142,11 +142,28 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   rte_eth_conf conf{};
   // Frames longer than an mbuf arrive chained where the PMD can chain them (see kLargestFrame).
   if ((info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_SCATTER) != 0) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_SCATTER;
-  std::uint16_t rx_descriptors = kRingDescriptors, tx_descriptors = kRingDescriptors;
-  int err = rte_eth_dev_configure(port, 1, 1, &conf);
+  const std::uint16_t queues =
+      std::max<std::uint16_t>(1, std::min({config.queues, info.max_rx_queues, info.max_tx_queues}));
+  if (queues < config.queues)
+    std::fprintf(stderr, "softrdmad: dpdk port %u (%s) has %u queue pairs, not %u: using %u\n", port, info.driver_name,
+                 std::min(info.max_rx_queues, info.max_tx_queues), config.queues, queues);
+  // RSS spreads flows (a QP's UDP source port, annex A17.5.1) over the receive queues, where
+  // the PMD hashes; a PMD without RSS spreads them its own way (net_af_packet: the kernel's
+  // fanout) or not at all.
+  const std::uint64_t rss = (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP) & info.flow_type_rss_offloads;
+  if (queues > 1 && rss != 0) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = rss;
+  }
+  // The pool's mbufs are shared out among the queues' rings (kPoolMbufs holds two full rings).
+  std::uint16_t rx_descriptors = static_cast<std::uint16_t>(kRingDescriptors / queues);
+  std::uint16_t tx_descriptors = rx_descriptors;
+  int err = rte_eth_dev_configure(port, queues, queues, &conf);
   if (err == 0) err = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx_descriptors, &tx_descriptors);
-  if (err == 0) err = rte_eth_rx_queue_setup(port, 0, rx_descriptors, socket, nullptr, pool);
-  if (err == 0) err = rte_eth_tx_queue_setup(port, 0, tx_descriptors, socket, nullptr);
+  for (std::uint16_t q = 0; err == 0 && q < queues; ++q) {
+    err = rte_eth_rx_queue_setup(port, q, rx_descriptors, socket, nullptr, pool);
+    if (err == 0) err = rte_eth_tx_queue_setup(port, q, tx_descriptors, socket, nullptr);
+  }
   if (err == 0) err = rte_eth_dev_start(port);
   if (err != 0) {
     rte_mempool_free(pool);
@@ -180,14 +197,21 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
 
   wire::MacAddress our_mac{};
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
-  std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s\n", port, info.driver_name,
-               wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up");
-  return {std::unique_ptr<Backend>(new DpdkBackend(port, pool, our_mac, gid, config.ip, config.poll_interval_ns)), {}};
+  std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s, %u queue pair%s%s\n", port, info.driver_name,
+               wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up", queues,
+               queues == 1 ? "" : "s", queues > 1 && rss != 0 ? " with RSS" : "");
+  return {std::unique_ptr<Backend>(new DpdkBackend(port, queues, pool, our_mac, gid, config.ip, config.poll_interval_ns)),
+          {}};
 }
 
-DpdkBackend::DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid,
-                         std::string address, std::uint64_t poll_interval_ns)
-    : port_(port), pool_(pool), link_(mac, gid), address_(std::move(address)), poll_interval_ns_(poll_interval_ns) {
+DpdkBackend::DpdkBackend(std::uint16_t port, std::uint16_t queues, rte_mempool* pool, wire::MacAddress mac,
+                         const core::Gid& gid, std::string address, std::uint64_t poll_interval_ns)
+    : port_(port),
+      queues_(queues),
+      pool_(pool),
+      link_(mac, gid),
+      address_(std::move(address)),
+      poll_interval_ns_(poll_interval_ns) {
   received_.reserve(kBurst);
   rx_.reserve(kBurst);
   linear_.resize(kBurst);
@@ -235,6 +259,12 @@ std::vector<NamedCount> DpdkBackend::port_counters() const {
                        {"port_rx_errors", stats.ierrors},
                        {"port_tx_errors", stats.oerrors},
                        {"port_rx_no_mbuf", stats.rx_nombuf}});
+    // Per receive queue, as far as ethdev counts them (RTE_ETHDEV_QUEUE_STAT_CNTRS).
+    static constexpr const char* kQueueNames[] = {"port_rx_frames_q0", "port_rx_frames_q1", "port_rx_frames_q2",
+                                                  "port_rx_frames_q3", "port_rx_frames_q4", "port_rx_frames_q5",
+                                                  "port_rx_frames_q6", "port_rx_frames_q7"};
+    for (std::uint16_t q = 0; queues_ > 1 && q < std::min<std::size_t>(queues_, std::size(kQueueNames)); ++q)
+      c.push_back({kQueueNames[q], stats.q_ipackets[q]});
   }
   return c;
 }
@@ -344,7 +374,12 @@ std::span<const core::RxPacket> DpdkBackend::receive() {
   release_received();
   const std::uint64_t now = now_ns();
   std::array<rte_mbuf*, kBurst> burst{};
-  const std::uint16_t n = rte_eth_rx_burst(port_, 0, burst.data(), kBurst);
+  // Every queue, starting one further each time so that none waits behind a busy one.
+  std::uint16_t n = 0;
+  for (std::uint16_t k = 0; k < queues_ && n < kBurst; ++k)
+    n += rte_eth_rx_burst(port_, static_cast<std::uint16_t>((rx_queue_ + k) % queues_), burst.data() + n,
+                          static_cast<std::uint16_t>(kBurst - n));
+  rx_queue_ = static_cast<std::uint16_t>((rx_queue_ + 1) % queues_);
   for (std::uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = burst[i];
     received_.push_back(m);

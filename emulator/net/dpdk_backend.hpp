@@ -15,7 +15,11 @@
 // no file descriptor to sleep on: an idle host polls the port every poll_interval_ns().
 // EAL pins the calling thread to its first lcore; open() gives the thread its old CPU set
 // back, so the daemon's other threads are not all squeezed onto one core.
-// One port, one queue pair, one address (IPv4 or IPv6); EAL can be initialised once per process.
+// Each QP's packets leave from a UDP source port of its own (annex A17.5.1: entropy for ECMP
+// and RSS), since the backend writes the UDP header itself. With several queue pairs
+// (DpdkConfig::queues) the host's one thread polls every receive queue, and packets leave on
+// queue 0: one queue keeps each QP's packets in order, and one thread gains nothing from more.
+// One port, one address (IPv4 or IPv6); EAL can be initialised once per process.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +44,8 @@ struct DpdkConfig {
   // pick theirs at random), and a replayed capture's frames name the MAC they were sent to.
   std::optional<wire::MacAddress> mac;
   std::string ip;                     // the device's IPv4 or IPv6 address; no kernel interface should hold it
+  // Receive queues to poll, as many as the port has up to this (net_af_packet: its qpairs).
+  std::uint16_t queues = 1;
   std::uint64_t poll_interval_ns = 50'000;
 };
 
@@ -67,6 +73,7 @@ class DpdkBackend final : public Backend {
   std::uint64_t poll_interval_ns() const override { return poll_interval_ns_; }
   const core::Gid& local_gid() const override { return link_.gid(); }
   std::uint16_t local_port() const override { return wire::kRoceV2Port; }
+  bool sends_from_local_port() const override { return false; }
   const std::string& local_address() const override { return address_; }
   UdpCounters counters() const override;
   std::vector<NamedCount> port_counters() const override;  // EthernetLink's, then the port's own
@@ -76,8 +83,8 @@ class DpdkBackend final : public Backend {
   std::span<const core::RxPacket> receive() override;
 
  private:
-  DpdkBackend(std::uint16_t port, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid, std::string address,
-              std::uint64_t poll_interval_ns);
+  DpdkBackend(std::uint16_t port, std::uint16_t queues, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid,
+              std::string address, std::uint64_t poll_interval_ns);
   // Sends frames EthernetLink made (ARP, ND) and packets it released; drops what the port refuses.
   void send_link_output(std::uint64_t now);
   // Fills an mbuf with `packet` framed for `mac`; null (and counted) when the pool is empty.
@@ -88,6 +95,8 @@ class DpdkBackend final : public Backend {
   void release_received();
 
   std::uint16_t port_;
+  std::uint16_t queues_;
+  std::uint16_t rx_queue_ = 0;  // the queue receive() looks at first
   rte_mempool* pool_;
   EthernetLink link_;
   std::string address_;

@@ -26,6 +26,9 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
                 discovery instead of ARP; the programs' GID 0 is then that address), for a few
                 pairs (DPDK_IPV6_PAIRS). The kernel's own IPv6 on the data veth (its link-local
                 address, router solicitations, MLD) must reach the daemons as "not ours".
+  afpacketmq.NAME afpacket.NAME with two queue pairs on each port (qpairs=2, --dpdk-queues 2),
+                for DPDK_MQ_PAIRS: the kernel's fanout spreads the QPs' flows (a UDP source
+                port each) over both sockets, and both queues must have received frames.
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
                 pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
@@ -68,8 +71,10 @@ VETH_MTU = 1500
 DATA_VETH = ("srdmaDA", "srdmaDB")  # the dpdk daemons' wire: no kernel address on it
 DPDK_ADDR = ("10.77.1.1", "10.77.1.2")
 DPDK_ADDR6 = ("fd77:1::1", "fd77:1::2")  # afpacket6's; unique-local (RFC 4193), only inside the namespaces
-DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp", "afpacket6": "net_af_packet"}
+DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp", "afpacket6": "net_af_packet",
+             "afpacketmq": "net_af_packet"}
 DPDK_IPV6_MODES = {"afpacket6"}
+DPDK_MQ_MODES = {"afpacketmq"}
 # What EAL needs here: no hugepages, PCI or shared config (two daemons side by side), and the
 # pool's 32 MiB (net/dpdk_backend.cpp).
 EAL_ARGS = "-l 0 --no-huge -m 128 --no-pci --no-shconf --no-telemetry"
@@ -179,6 +184,9 @@ PAIRS += [
     perftest("ib_send_lat.ud", "ib_send_lat", ["-c", "UD", "-s", "2"], 2, LAT_ITERS),
     perftest("ib_write_bw.rc", "ib_write_bw", ["-c", "RC", "-s", "65536"], 65536, BW_ITERS),
     perftest("ib_write_bw.uc", "ib_write_bw", ["-c", "UC", "-s", "65536"], 65536, BW_ITERS),
+    # 16 QPs, -n each: perftest's row counts them all.
+    Pair("ib_write_bw.rc_16qp", "ib_write_bw", ["-c", "RC", "-s", "65536", "-q", "16", "-n", str(BW_ITERS)],
+         perftest_row(65536, 16 * BW_ITERS), perftest_row(65536, 16 * BW_ITERS)),
     perftest("ib_write_lat.rc", "ib_write_lat", ["-c", "RC", "-s", "2"], 2, LAT_ITERS),
     perftest("ib_write_lat.uc", "ib_write_lat", ["-c", "UC", "-s", "2"], 2, LAT_ITERS),
     perftest("ib_read_bw.rc", "ib_read_bw", ["-c", "RC", "-s", "65536"], 65536, BW_ITERS),
@@ -195,11 +203,16 @@ DAEMON_NETNS_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ibv_srq_pin
 # Between dpdk daemons on IPv6 addresses: RC, UD (whose GRH carries the IPv6 header) and bulk
 # RDMA WRITE.
 DPDK_IPV6_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ib_write_bw.rc"]
+# Over two queue pairs: 16 RC QPs (16 flows each way: all on one queue by chance 1 in 2^15),
+# and UD.
+DPDK_MQ_PAIRS = ["ib_write_bw.rc_16qp", "ibv_ud_pingpong.chk"]
 
 
 def mode_pairs(mode):
     """The pairs a two-host mode runs (daemons and the dpdk modes)."""
-    return DPDK_IPV6_PAIRS if mode in DPDK_IPV6_MODES else DAEMON_NETNS_PAIRS
+    if mode in DPDK_IPV6_MODES:
+        return DPDK_IPV6_PAIRS
+    return DPDK_MQ_PAIRS if mode in DPDK_MQ_MODES else DAEMON_NETNS_PAIRS
 
 # The capture check: one RC pair across the veth while tcpdump records it. 20 exchanges of
 # 4096 bytes at rc_pingpong's default path MTU of 1024: at least 20 x 2 x 4 SEND packets.
@@ -559,8 +572,11 @@ def daemon_options(backend, side):
     if backend == "udp":
         return ["--ip", NETNS_ADDR[side]]
     vdev = f"--vdev={DPDK_PMDS[backend]}0,iface={DATA_VETH[side]}"
+    queues = ["--dpdk-queues", "2"] if backend in DPDK_MQ_MODES else []
+    if queues:
+        vdev += ",qpairs=2"
     addr = (DPDK_ADDR6 if backend in DPDK_IPV6_MODES else DPDK_ADDR)[side]
-    return ["--backend", "dpdk", "--ip", addr, "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
+    return ["--backend", "dpdk", "--ip", addr, *queues, "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
 
 
 def check_daemons(pair, softrdma, host_netns, backend="udp"):
@@ -598,6 +614,10 @@ def check_daemons(pair, softrdma, host_netns, backend="udp"):
                 check(m is not None and roce > 0 and ours > 0 and other == 0 and malformed == 0,
                       f"{d.role}: RoCE packets and {resolution} came in through {DPDK_PMDS[backend]}, none malformed",
                       m.group(0) if m else d.output()[1][-2000:])
+                if backend in DPDK_MQ_MODES and pair.name in ("ib_write_bw.rc_16qp",):
+                    check(m is not None and counts.get("port_rx_frames_q0", 0) > 0 and
+                          counts.get("port_rx_frames_q1", 0) > 0, f"{d.role}: both receive queues took frames",
+                          m.group(0) if m else "")
     return finish()
 
 

@@ -58,6 +58,7 @@ def main(argv):
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--poll-interval", "0"], "--poll-interval takes"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "01:00:5e:00:00:01"], "unicast MAC"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "02:00:00:00:00"], "unicast MAC"),
+                      (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-queues", "0"], "--dpdk-queues takes"),
                       (["--dpdk-mac", "02:00:00:00:00:01"], "need --backend dpdk")):
         r = run([softrdmad] + bad)
         check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)

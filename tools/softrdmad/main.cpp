@@ -36,7 +36,7 @@ constexpr const char* kUsage =
     "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
     "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
     "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--dpdk-mac MAC]\n"
-    "                 [--poll-interval US]\n"
+    "                 [--dpdk-queues N] [--poll-interval US]\n"
     "\n"
     "Runs the softrdma device srdma0 for every process that attaches to it (softrdma run --daemon,\n"
     "or SOFTRDMA_DAEMON=PATH): one engine and one UDP socket on port 4791, shared as processes share\n"
@@ -62,6 +62,8 @@ constexpr const char* kUsage =
     "  --dpdk-port N        dpdk: the ethdev port to use (default 0)\n"
     "  --dpdk-mac MAC       dpdk: use this unicast MAC (aa:bb:cc:dd:ee:ff) instead of the port's own;\n"
     "                       a PMD that cannot take it (net_pcap) is made promiscuous instead\n"
+    "  --dpdk-queues N      dpdk: poll N receive queues (default 1), as many as the port has;\n"
+    "                       RSS spreads QPs over them where the PMD hashes (net_af_packet: qpairs=N)\n"
     "  --poll-interval US   dpdk: how often an idle device looks at the port (default 50)\n"
     "  --shutdown-grace MS  how long clients get after SIGTERM before they are cut off (default 2000)\n"
     "  --config FILE        read options from FILE first: one 'name = value' per line (names as the\n"
@@ -109,8 +111,9 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
   return true;
 }
 
-constexpr std::string_view kValued[] = {"ip",     "socket", "group",     "capture",  "faults",        "shutdown-grace",
-                                        "config", "backend", "eal",      "dpdk-port", "dpdk-mac", "poll-interval"};
+constexpr std::string_view kValued[] = {"ip",        "socket",   "group",       "capture",      "faults",
+                                        "config",    "backend",  "eal",         "dpdk-port",    "dpdk-mac",
+                                        "dpdk-queues", "poll-interval", "shutdown-grace"};
 
 bool takes_value(std::string_view name) {
   for (std::string_view v : kValued) {
@@ -222,6 +225,12 @@ int main(int argc, char** argv) {
       if (!dpdk.mac || ((*dpdk.mac)[0] & 1) != 0)  // the I/G bit: a group address names no one port
         return usage_error("--dpdk-mac takes a unicast MAC like 02:00:00:00:00:01");
     }
+    if (settings.count("dpdk-queues")) {
+      const std::optional<unsigned> n = parse_unsigned(settings["dpdk-queues"]);
+      if (!n || *n == 0 || *n > 1024)  // ethdev's RTE_MAX_QUEUES_PER_PORT
+        return usage_error("--dpdk-queues takes 1 to 1024");
+      dpdk.queues = static_cast<std::uint16_t>(*n);
+    }
     if (settings.count("poll-interval")) {
       const std::optional<unsigned> us = parse_unsigned(settings["poll-interval"]);
       if (!us || *us == 0) return usage_error("--poll-interval takes microseconds (at least 1)");
@@ -231,8 +240,8 @@ int main(int argc, char** argv) {
   } else if (backend != "udp") {
     return usage_error("--backend is udp or dpdk");
   } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("dpdk-mac") ||
-             settings.count("poll-interval")) {
-    return usage_error("--eal, --dpdk-port, --dpdk-mac and --poll-interval need --backend dpdk");
+             settings.count("dpdk-queues") || settings.count("poll-interval")) {
+    return usage_error("--eal and the --dpdk-* and --poll-interval options need --backend dpdk");
   }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
