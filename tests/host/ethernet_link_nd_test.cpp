@@ -139,18 +139,8 @@ TEST_CASE("a Neighbor Solicitation for our address gets exactly this advertiseme
   REQUIRE(frames.size() == 1);
   // To the solicitor's MAC and address, from ours, hop limit 255, 32 bytes of ICMPv6: NA with
   // Solicited and Override, target our address, our MAC as Target Link-Layer Address.
-  Bytes message = nd_message(kNa, kSolicitedOverride, kOurIp, kOurMac);
-  const std::uint16_t sum = reference_icmpv6_sum(kOurIp, kPeerIp, message);
-  message[2] = static_cast<std::uint8_t>(sum >> 8);
-  message[3] = static_cast<std::uint8_t>(sum);
-  Bytes expected;
-  put(expected, kPeerMac);
-  put(expected, kOurMac);
-  put(expected, Bytes{0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, kIcmpv6, 255});
-  put(expected, kOurIp);
-  put(expected, kPeerIp);
-  put(expected, message);
-  CHECK(frames[0] == expected);
+  CHECK(frames[0] ==
+        icmpv6_frame(kPeerMac, kOurMac, kOurIp, kPeerIp, nd_message(kNa, kSolicitedOverride, kOurIp, kOurMac)));
   // And its checksum adds up when summed over the frame as sent.
   CHECK(reference_icmpv6_sum(kOurIp, kPeerIp, Bytes(frames[0].begin() + kIcmpOffset, frames[0].end())) == 0);
   CHECK(link.counters().rx_nd == 1);
@@ -235,18 +225,8 @@ TEST_CASE("a packet to an unknown IPv6 neighbour sends this solicitation to its 
   CHECK_FALSE(link.route(packet_to(kPeerIp, 1), 1000));
   const auto frames = link.take_frames();
   REQUIRE(frames.size() == 1);
-  Bytes message = nd_message(kNs, 0, kPeerIp, kOurMac);
-  const std::uint16_t sum = reference_icmpv6_sum(kOurIp, kPeerGroup, message);
-  message[2] = static_cast<std::uint8_t>(sum >> 8);
-  message[3] = static_cast<std::uint8_t>(sum);
-  Bytes expected;
-  put(expected, kPeerGroupMac);
-  put(expected, kOurMac);
-  put(expected, Bytes{0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, kIcmpv6, 255});
-  put(expected, kOurIp);
-  put(expected, kPeerGroup);
-  put(expected, message);
-  CHECK(frames[0] == expected);
+  CHECK(frames[0] ==
+        icmpv6_frame(kPeerGroupMac, kOurMac, kOurIp, kPeerGroup, nd_message(kNs, 0, kPeerIp, kOurMac)));
   CHECK(link.next_deadline() == 1000 + net::EthernetLink::kResolveRetryNs);
   CHECK(link.counters().nd_solicitations_sent == 1);
   CHECK(link.counters().arp_requests_sent == 0);

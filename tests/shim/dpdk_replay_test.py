@@ -22,7 +22,6 @@ code, says what to expect:
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import time
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from program_pairs_test import EAL_ARGS, check, clean_env, finish, skip, tool_env  # noqa: E402
+from program_pairs_test import EAL_ARGS, check, clean_env, finish, skip, stop_process, tool_env  # noqa: E402
 
 REPLAY_TIMEOUT = 15  # seconds for a daemon to take in a whole file
 
@@ -99,12 +98,7 @@ def replay(softrdmad, softrdma, path, verdict, work):
         if report and report.get("port", {}).get("port_rx_frames") == len(frames):
             break
         time.sleep(0.1)
-    daemon.send_signal(signal.SIGTERM)
-    try:
-        _, err = daemon.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        _, err = daemon.communicate()
+    _, err = stop_process(daemon)
     where = f"{name} as {ip} ({mac})"
     check(daemon.returncode == 0, f"{where}: the daemon exits 0 on SIGTERM", err[-1500:])
     if not check(report is not None and "port" in report, f"{where}: the daemon reports its port", err[-1500:]):

@@ -266,6 +266,16 @@ def finish():
     return 0
 
 
+def stop_process(p, sig=signal.SIGTERM, timeout=10):
+    """Sends SIG and collects P's output; killed after TIMEOUT seconds. (stdout, stderr)."""
+    p.send_signal(sig)
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.communicate()
+
+
 def skip(message):
     print(f"SKIPPED: {message}", flush=True)
     sys.exit(SKIP)
@@ -755,12 +765,7 @@ def check_capture(pair, softrdma, host_netns, tshark_validate, min_send_packets)
         sides = run_pair(pair, "netns", work, softrdma, "capture", client_netns_pid=hosts.holder.pid,
                          server_opts=["--no-gso"], client_opts=["--no-gso"])
         time.sleep(0.2)
-        dump.send_signal(signal.SIGINT)
-        try:
-            _, dump_err = dump.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            dump.kill()
-            _, dump_err = dump.communicate()
+        _, dump_err = stop_process(dump, signal.SIGINT)
         print(" / ".join([first.strip()] + [line for line in dump_err.splitlines() if line]))
         if not sides:
             return finish()

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from program_pairs_test import check, finish  # noqa: E402
+from program_pairs_test import check, finish, stop_process  # noqa: E402
 
 
 def run(argv, timeout=10):
@@ -34,14 +34,9 @@ def start(argv, sock):
 
 
 def stop(p, sig=signal.SIGTERM):
-    p.send_signal(sig)
-    try:
-        out, err = p.communicate(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return None, err
-    return p.returncode, err
+    """(exit status, stderr); None when it had to be killed."""
+    _, err = stop_process(p, sig)
+    return (None if p.returncode == -signal.SIGKILL else p.returncode), err
 
 
 def main(argv):
