@@ -117,6 +117,24 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   } else {
     return failed("'" + config.ip + "' is not an IPv4 or IPv6 address");
   }
+  OnLink on_link{config.prefix_len, std::nullopt};
+  if (config.prefix_len && *config.prefix_len > (core::is_ipv4_mapped(gid) ? 32u : 128u))
+    return failed("prefix /" + std::to_string(*config.prefix_len) + " is longer than " + config.ip + "'s address");
+  if (!config.gateway.empty()) {
+    core::Gid gateway{};
+    if (inet_pton(AF_INET, config.gateway.c_str(), &v4) == 1) {
+      gateway = gid_of(v4);
+    } else if (inet_pton(AF_INET6, config.gateway.c_str(), &v6) == 1) {
+      gateway = gid_of(v6);
+    } else {
+      return failed("gateway '" + config.gateway + "' is not an IPv4 or IPv6 address");
+    }
+    if (core::is_ipv4_mapped(gateway) != core::is_ipv4_mapped(gid))
+      return failed("gateway " + config.gateway + " is not of " + config.ip + "'s family");
+    if (!config.prefix_len || !EthernetLink::on_link(gid, on_link, gateway))
+      return failed("gateway " + config.gateway + " is not on the link (give --ip ADDRESS/PREFIX that holds it)");
+    on_link.gateway = gateway;
+  }
   if (eal_taken.exchange(true)) return failed("EAL is already initialised in this process (one dpdk device per process)");
 
   cpu_set_t cpus;
@@ -200,16 +218,17 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s, %u queue pair%s%s\n", port, info.driver_name,
                wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up", queues,
                queues == 1 ? "" : "s", queues > 1 && rss != 0 ? " with RSS" : "");
-  return {std::unique_ptr<Backend>(new DpdkBackend(port, queues, pool, our_mac, gid, config.ip, config.poll_interval_ns)),
+  return {std::unique_ptr<Backend>(new DpdkBackend(port, queues, pool, our_mac, gid, on_link, config.ip,
+                                                   config.poll_interval_ns)),
           {}};
 }
 
 DpdkBackend::DpdkBackend(std::uint16_t port, std::uint16_t queues, rte_mempool* pool, wire::MacAddress mac,
-                         const core::Gid& gid, std::string address, std::uint64_t poll_interval_ns)
+                         const core::Gid& gid, OnLink on_link, std::string address, std::uint64_t poll_interval_ns)
     : port_(port),
       queues_(queues),
       pool_(pool),
-      link_(mac, gid),
+      link_(mac, gid, std::move(on_link)),
       address_(std::move(address)),
       poll_interval_ns_(poll_interval_ns) {
   received_.reserve(kBurst);
@@ -230,7 +249,7 @@ DpdkBackend::~DpdkBackend() {
 
 UdpCounters DpdkBackend::counters() const {
   UdpCounters c = counters_;
-  c.tx_no_route = link_.counters().tx_unresolved + link_.counters().tx_wrong_family;
+  c.tx_no_route = link_.counters().tx_unresolved + link_.counters().tx_wrong_family + link_.counters().tx_no_route;
   c.rx_errors = link_.counters().rx_malformed + link_.counters().rx_not_ours;
   rte_eth_stats stats{};
   if (rte_eth_stats_get(port_, &stats) == 0) c.rx_kernel_drops = stats.imissed + stats.rx_nombuf;
@@ -238,7 +257,7 @@ UdpCounters DpdkBackend::counters() const {
 }
 
 std::vector<NamedCount> DpdkBackend::port_counters() const {
-  static_assert(sizeof(LinkCounters) == 12 * sizeof(std::uint64_t), "a LinkCounters field is missing below");
+  static_assert(sizeof(LinkCounters) == 13 * sizeof(std::uint64_t), "a LinkCounters field is missing below");
   const LinkCounters& l = link_.counters();
   std::vector<NamedCount> c = {{"rx_roce", l.rx_roce},
                                {"rx_arp", l.rx_arp},
@@ -251,7 +270,8 @@ std::vector<NamedCount> DpdkBackend::port_counters() const {
                                {"nd_advertisements_sent", l.nd_advertisements_sent},
                                {"tx_held", l.tx_held},
                                {"tx_unresolved", l.tx_unresolved},
-                               {"tx_wrong_family", l.tx_wrong_family}};
+                               {"tx_wrong_family", l.tx_wrong_family},
+                               {"tx_no_route", l.tx_no_route}};
   if (rte_eth_stats stats{}; rte_eth_stats_get(port_, &stats) == 0) {  // what the PMD counted
     c.insert(c.end(), {{"port_rx_frames", stats.ipackets},
                        {"port_tx_frames", stats.opackets},

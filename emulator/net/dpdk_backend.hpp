@@ -44,6 +44,10 @@ struct DpdkConfig {
   // pick theirs at random), and a replayed capture's frames name the MAC they were sent to.
   std::optional<wire::MacAddress> mac;
   std::string ip;                     // the device's IPv4 or IPv6 address; no kernel interface should hold it
+  // The link's prefix (bits of `ip`) and the gateway beyond it (EthernetLink's OnLink); without
+  // a prefix every peer is on the link.
+  std::optional<unsigned> prefix_len;
+  std::string gateway;
   // Receive queues to poll, as many as the port has up to this (net_af_packet: its qpairs).
   std::uint16_t queues = 1;
   std::uint64_t poll_interval_ns = 50'000;
@@ -84,7 +88,7 @@ class DpdkBackend final : public Backend {
 
  private:
   DpdkBackend(std::uint16_t port, std::uint16_t queues, rte_mempool* pool, wire::MacAddress mac, const core::Gid& gid,
-              std::string address, std::uint64_t poll_interval_ns);
+              OnLink on_link, std::string address, std::uint64_t poll_interval_ns);
   // Sends frames EthernetLink made (ARP, ND) and packets it released; drops what the port refuses.
   void send_link_output(std::uint64_t now);
   // Fills an mbuf with `packet` framed for `mac`; null (and counted) when the pool is empty.

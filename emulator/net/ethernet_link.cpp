@@ -22,7 +22,18 @@ wire::Ipv6Address address_at(std::span<const std::uint8_t> ipv6_header, std::siz
 
 }  // namespace
 
-EthernetLink::EthernetLink(wire::MacAddress mac, const core::Gid& gid) : mac_(mac), gid_(gid) {}
+EthernetLink::EthernetLink(wire::MacAddress mac, const core::Gid& gid, OnLink on_link)
+    : mac_(mac), gid_(gid), on_link_(std::move(on_link)) {}
+
+bool EthernetLink::on_link(const core::Gid& gid, const OnLink& on_link, const core::Gid& address) {
+  if (!on_link.prefix_len) return true;
+  // An IPv4 prefix counts from the IPv4 address, the last 32 bits of its mapped GID.
+  const unsigned bits = std::min(*on_link.prefix_len, 128u) + (core::is_ipv4_mapped(gid) ? 96 : 0);
+  const unsigned whole = std::min(bits, 128u) / 8, rest = std::min(bits, 128u) % 8;
+  if (!std::equal(gid.begin(), gid.begin() + whole, address.begin())) return false;
+  const auto mask = static_cast<std::uint8_t>(0xFF00u >> rest);
+  return rest == 0 || (gid[whole] & mask) == (address[whole] & mask);
+}
 
 bool EthernetLink::ipv4() const { return core::is_ipv4_mapped(gid_); }
 
@@ -184,11 +195,17 @@ void EthernetLink::learn(const core::Gid& neighbour, const wire::MacAddress& mac
 }
 
 std::optional<wire::MacAddress> EthernetLink::route(const core::TxPacket& packet, std::uint64_t now_ns) {
-  const core::Gid& dst = packet.route.dst;
-  if (core::is_ipv4_mapped(dst) != ipv4()) {
+  if (core::is_ipv4_mapped(packet.route.dst) != ipv4()) {
     ++counters_.tx_wrong_family;
     return std::nullopt;
   }
+  // The neighbour the frame goes to: the destination itself on the link, else the gateway.
+  const bool direct = on_link(gid_, on_link_, packet.route.dst) || (!ipv4() && wire::is_multicast(packet.route.dst));
+  if (!direct && !on_link_.gateway) {
+    ++counters_.tx_no_route;
+    return std::nullopt;
+  }
+  const core::Gid& dst = direct ? packet.route.dst : *on_link_.gateway;
   if (const auto known = neighbours_.find(dst); known != neighbours_.end()) return known->second;
   // RFC 2464 s7: an IPv6 group's MAC follows from its address; ND never asks for one (s7.1).
   if (!ipv4() && wire::is_multicast(dst)) return wire::multicast_mac(dst);

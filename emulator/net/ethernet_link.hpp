@@ -29,9 +29,11 @@
 //   counted (tx_unresolved), and the next packet starts over. A packet to the other family
 //   than our address's is dropped (tx_wrong_family); one to an IPv6 multicast group goes to the
 //   group's MAC (RFC 2464 s7).
-// Not done: routing through a gateway (every peer is on-link; no router discovery), ageing of
-// learnt entries (RFC 4861's reachability states), a link-local address, duplicate address
-// detection of our own, VLANs.
+// - Routing (OnLink): without a prefix every peer is on the link. With one, a packet to an
+//   address outside it goes to the gateway's MAC (resolved like any neighbour: RoCEv2 is
+//   routed IP, annex A17), or, with no gateway, is dropped (tx_no_route).
+// Not done: router discovery (the gateway is configured), ageing of learnt entries (RFC 4861's
+// reachability states), a link-local address, duplicate address detection of our own, VLANs.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +64,15 @@ struct LinkCounters {
   std::uint64_t tx_held = 0;           // packets that waited for a neighbour's MAC
   std::uint64_t tx_unresolved = 0;     // packets dropped: their neighbour never answered, or too many waited
   std::uint64_t tx_wrong_family = 0;   // packets to an IPv6 GID from an IPv4 address or the reverse, dropped
+  std::uint64_t tx_no_route = 0;       // packets to an address off the link with no gateway, dropped
+};
+
+// Which addresses are on the link: those sharing the device address's first prefix_len bits
+// (of its IPv4 or IPv6 address), every one when there is no prefix; the others are reached
+// through the gateway, which must be on the link.
+struct OnLink {
+  std::optional<unsigned> prefix_len;
+  std::optional<core::Gid> gateway;
 };
 
 class EthernetLink {
@@ -72,7 +83,10 @@ class EthernetLink {
 
   // `gid` is the RoCEv2 GID of the device's address (udp_gid.hpp's gid_of): IPv4-mapped for
   // an IPv4 address, which this link then serves with ARP, else an IPv6 one served with ND.
-  EthernetLink(wire::MacAddress mac, const core::Gid& gid);
+  EthernetLink(wire::MacAddress mac, const core::Gid& gid, OnLink on_link = {});
+
+  // Whether `address` (a GID of our family) is on the link by `on_link`'s prefix, for `gid`.
+  static bool on_link(const core::Gid& gid, const OnLink& on_link, const core::Gid& address);
 
   const wire::MacAddress& mac() const { return mac_; }
   const core::Gid& gid() const { return gid_; }
@@ -113,6 +127,7 @@ class EthernetLink {
 
   wire::MacAddress mac_;
   core::Gid gid_;
+  OnLink on_link_;
   std::map<core::Gid, wire::MacAddress> neighbours_;
   std::map<core::Gid, Pending> pending_;
   std::vector<std::vector<std::uint8_t>> frames_;

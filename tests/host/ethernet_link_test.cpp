@@ -217,3 +217,58 @@ TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are 
   CHECK_FALSE(link.route(v6, 0));
   CHECK(link.counters().tx_wrong_family == 1);
 }
+
+TEST_CASE("with a prefix, packets off the link go to the gateway's MAC, or without one nowhere", "[ethernet_link]") {
+  const wire::Ipv4Address gateway{10, 77, 1, 254}, far{10, 99, 0, 5}, near{10, 77, 1, 200};
+  const wire::MacAddress gateway_mac{0x02, 0x00, 0x00, 0x00, 0x00, 0xfe};
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp), {24, net::gid_of(gateway)});
+  core::TxPacket off = packet_to(far, 1);
+  CHECK_FALSE(link.route(off, 0));  // held while the gateway is asked for, not the far address
+  auto frames = link.take_frames();
+  REQUIRE(frames.size() == 1);
+  auto request = wire::ArpRepr::parse(wire::EthernetView::check(frames[0])->payload());
+  REQUIRE(request);
+  CHECK(request->target_ip == gateway);
+  // The gateway's answer releases the far packet to its MAC, and later ones leave at once.
+  link.receive(arp_frame(wire::Arp::reply, kOurMac, gateway_mac, gateway, kOurIp));
+  const auto released = link.take_released();
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].first == gateway_mac);
+  CHECK(released[0].second.route.dst == net::gid_of(far));
+  CHECK(link.route(off, 0) == gateway_mac);
+  // An address inside 10.77.1.0/24 is asked for itself.
+  core::TxPacket on = packet_to(near, 2);
+  CHECK_FALSE(link.route(on, 0));
+  frames = link.take_frames();
+  REQUIRE(frames.size() == 1);
+  request = wire::ArpRepr::parse(wire::EthernetView::check(frames[0])->payload());
+  REQUIRE(request);
+  CHECK(request->target_ip == near);
+
+  // /25 puts .200 off the link; with no gateway it cannot be reached: dropped and counted.
+  net::EthernetLink alone(kOurMac, net::gid_of(kOurIp), {25, std::nullopt});
+  CHECK_FALSE(alone.route(on, 0));
+  CHECK(alone.take_frames().empty());
+  CHECK(alone.counters().tx_no_route == 1);
+  CHECK(alone.counters().tx_held == 0);
+  core::TxPacket inside = packet_to(wire::Ipv4Address{10, 77, 1, 100}, 3);
+  CHECK_FALSE(alone.route(inside, 0));
+  CHECK(alone.take_frames().size() == 1);  // on the link: asked for
+}
+
+TEST_CASE("on_link compares the prefix's bits of the IPv4 or IPv6 address", "[ethernet_link]") {
+  const core::Gid v4 = net::gid_of(wire::Ipv4Address{10, 77, 1, 1});
+  CHECK(net::EthernetLink::on_link(v4, {}, net::gid_of(wire::Ipv4Address{192, 0, 2, 1})));  // no prefix: all
+  CHECK(net::EthernetLink::on_link(v4, {20, {}}, net::gid_of(wire::Ipv4Address{10, 77, 15, 1})));
+  CHECK_FALSE(net::EthernetLink::on_link(v4, {20, {}}, net::gid_of(wire::Ipv4Address{10, 77, 16, 1})));
+  CHECK(net::EthernetLink::on_link(v4, {0, {}}, net::gid_of(wire::Ipv4Address{192, 0, 2, 1})));
+  CHECK(net::EthernetLink::on_link(v4, {32, {}}, v4));
+  CHECK_FALSE(net::EthernetLink::on_link(v4, {32, {}}, net::gid_of(wire::Ipv4Address{10, 77, 1, 2})));
+  core::Gid a{0xfd, 0x77, 0, 1}, b{0xfd, 0x77, 0, 1}, c{0xfd, 0x77, 0, 2};
+  a[15] = 1;
+  b[15] = 2;
+  CHECK(net::EthernetLink::on_link(a, {64, {}}, b));
+  CHECK_FALSE(net::EthernetLink::on_link(a, {64, {}}, c));
+  CHECK(net::EthernetLink::on_link(a, {30, {}}, c));  // fd77:1:: and fd77:2:: share their first 30 bits
+  CHECK_FALSE(net::EthernetLink::on_link(a, {31, {}}, c));
+}

@@ -54,9 +54,19 @@ def main(argv):
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "01:00:5e:00:00:01"], "unicast MAC"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-mac", "02:00:00:00:00"], "unicast MAC"),
                       (["--backend", "dpdk", "--ip", "127.84.0.3", "--dpdk-queues", "0"], "--dpdk-queues takes"),
-                      (["--dpdk-mac", "02:00:00:00:00:01"], "need --backend dpdk")):
+                      (["--dpdk-mac", "02:00:00:00:00:01"], "need --backend dpdk"),
+                      (["--gateway", "127.84.0.254"], "need --backend dpdk"),
+                      (["--ip", "127.84.0.3/8"], "prefix with --backend dpdk only"),
+                      (["--backend", "dpdk", "--ip", "10.77.9.1", "--gateway", "10.77.9.254"], "needs --ip ADDRESS/PREFIX"),
+                      (["--backend", "dpdk", "--ip", "10.77.9.1/x"], "number of bits")):
         r = run([softrdmad] + bad)
         check(r.returncode == 2 and says in r.stderr, f"{' '.join(bad)}: exit 2 and says {says!r}", r.stderr)
+    # Refused by the backend before EAL starts: the device cannot start (exit 1).
+    for bad, says in ((["--ip", "10.77.9.1/24", "--gateway", "10.77.10.1"], "is not on the link"),
+                      (["--ip", "10.77.9.1/33"], "is longer than"),
+                      (["--ip", "10.77.9.1/24", "--gateway", "fd77::1"], "is not of")):
+        r = run([softrdmad, "--socket", "/nonexistent/d.sock", "--backend", "dpdk"] + bad)
+        check(r.returncode == 1 and says in r.stderr, f"{' '.join(bad)}: exit 1 and says {says!r}", r.stderr)
 
     with tempfile.TemporaryDirectory(prefix="softrdmad-cli-") as work:
         os.environ["SOFTRDMA_RUNTIME_DIR"] = os.path.join(work, "runtime")  # the daemons' stats endpoints

@@ -36,7 +36,7 @@ constexpr const char* kUsage =
     "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
     "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
     "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--dpdk-mac MAC]\n"
-    "                 [--dpdk-queues N] [--poll-interval US]\n"
+    "                 [--dpdk-queues N] [--gateway ADDR] [--poll-interval US]\n"
     "\n"
     "Runs the softrdma device srdma0 for every process that attaches to it (softrdma run --daemon,\n"
     "or SOFTRDMA_DAEMON=PATH): one engine and one UDP socket on port 4791, shared as processes share\n"
@@ -64,6 +64,8 @@ constexpr const char* kUsage =
     "                       a PMD that cannot take it (net_pcap) is made promiscuous instead\n"
     "  --dpdk-queues N      dpdk: poll N receive queues (default 1), as many as the port has;\n"
     "                       RSS spreads QPs over them where the PMD hashes (net_af_packet: qpairs=N)\n"
+    "  --gateway ADDR       dpdk: the router for addresses outside --ip's prefix (--ip ADDR/PREFIX);\n"
+    "                       without a prefix every peer is on the link\n"
     "  --poll-interval US   dpdk: how often an idle device looks at the port (default 50)\n"
     "  --shutdown-grace MS  how long clients get after SIGTERM before they are cut off (default 2000)\n"
     "  --config FILE        read options from FILE first: one 'name = value' per line (names as the\n"
@@ -113,7 +115,7 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
 
 constexpr std::string_view kValued[] = {"ip",        "socket",   "group",       "capture",      "faults",
                                         "config",    "backend",  "eal",         "dpdk-port",    "dpdk-mac",
-                                        "dpdk-queues", "poll-interval", "shutdown-grace"};
+                                        "dpdk-queues", "poll-interval", "shutdown-grace", "gateway"};
 
 bool takes_value(std::string_view name) {
   for (std::string_view v : kValued) {
@@ -210,6 +212,15 @@ int main(int argc, char** argv) {
     net::DpdkConfig dpdk;
     if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 or IPv6 address)");
     dpdk.ip = settings["ip"];
+    if (const auto slash = dpdk.ip.find('/'); slash != std::string::npos) {
+      dpdk.prefix_len = parse_unsigned(dpdk.ip.substr(slash + 1));
+      if (!dpdk.prefix_len) return usage_error("--ip '" + dpdk.ip + "': the prefix after '/' is a number of bits");
+      dpdk.ip.resize(slash);
+    }
+    if (settings.count("gateway")) {
+      if (!dpdk.prefix_len) return usage_error("--gateway needs --ip ADDRESS/PREFIX (which addresses are on the link)");
+      dpdk.gateway = settings["gateway"];
+    }
     in_addr v4{};
     in6_addr v6{};
     if (inet_pton(AF_INET, dpdk.ip.c_str(), &v4) != 1 && inet_pton(AF_INET6, dpdk.ip.c_str(), &v6) != 1)
@@ -240,8 +251,10 @@ int main(int argc, char** argv) {
   } else if (backend != "udp") {
     return usage_error("--backend is udp or dpdk");
   } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("dpdk-mac") ||
-             settings.count("dpdk-queues") || settings.count("poll-interval")) {
-    return usage_error("--eal and the --dpdk-* and --poll-interval options need --backend dpdk");
+             settings.count("dpdk-queues") || settings.count("poll-interval") || settings.count("gateway")) {
+    return usage_error("--eal, --gateway and the --dpdk-* and --poll-interval options need --backend dpdk");
+  } else if (config.ip && config.ip->find('/') != std::string::npos) {
+    return usage_error("--ip takes a prefix with --backend dpdk only (for udp the kernel routes)");
   }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
