@@ -26,6 +26,9 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
                 discovery instead of ARP; the programs' GID 0 is then that address), for a few
                 pairs (DPDK_IPV6_PAIRS). The kernel's own IPv6 on the data veth (its link-local
                 address, router solicitations, MLD) must reach the daemons as "not ours".
+  afpacketrouted.NAME afpacket.NAME with the daemons on two subnets (10.77.1.1/24 and
+                10.77.2.1/24) and a third namespace between them that routes (the kernel's IPv4
+                forwarding): each daemon sends to its --gateway, whose MAC it learns by ARP.
   afpacketmq.NAME afpacket.NAME with two queue pairs on each port (qpairs=2, --dpdk-queues 2),
                 for DPDK_MQ_PAIRS: the kernel's fanout spreads the QPs' flows (a UDP source
                 port each) over both sockets, and both queues must have received frames.
@@ -72,7 +75,12 @@ DATA_VETH = ("srdmaDA", "srdmaDB")  # the dpdk daemons' wire: no kernel address 
 DPDK_ADDR = ("10.77.1.1", "10.77.1.2")
 DPDK_ADDR6 = ("fd77:1::1", "fd77:1::2")  # afpacket6's; unique-local (RFC 4193), only inside the namespaces
 DPDK_PMDS = {"afpacket": "net_af_packet", "afxdp": "net_af_xdp", "afpacket6": "net_af_packet",
-             "afpacketmq": "net_af_packet"}
+             "afpacketmq": "net_af_packet", "afpacketrouted": "net_af_packet"}
+DPDK_ROUTED_MODES = {"afpacketrouted"}
+# afpacketrouted's subnets: each daemon's address, and the router's on the same subnet.
+ROUTED_ADDR = ("10.77.1.1", "10.77.2.1")
+ROUTER_ADDR = ("10.77.1.254", "10.77.2.254")
+ROUTER_VETH = ("srdmaRA", "srdmaRB")  # the router's ends of the two data links
 DPDK_IPV6_MODES = {"afpacket6"}
 DPDK_MQ_MODES = {"afpacketmq"}
 # What EAL needs here: no hugepages, PCI or shared config (two daemons side by side), and the
@@ -203,6 +211,10 @@ DAEMON_NETNS_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ibv_srq_pin
 # Between dpdk daemons on IPv6 addresses: RC, UD (whose GRH carries the IPv6 header) and bulk
 # RDMA WRITE.
 DPDK_IPV6_PAIRS = ["ibv_rc_pingpong.chk", "ibv_ud_pingpong.chk", "ib_write_bw.rc"]
+# Through a router: perftest, whose address vectors carry hop limit 255. The ibv_*_pingpong
+# examples set hop limit 1, which becomes the IPv4 TTL (annex A17.4.3), and a router drops
+# them as a NIC's would be dropped (the router's InHdrErrors count them).
+DPDK_ROUTED_PAIRS = ["ib_write_bw.rc", "ib_read_bw.rc", "ib_send_lat.rc"]
 # Over two queue pairs: 16 RC QPs (16 flows each way: all on one queue by chance 1 in 2^15),
 # and UD.
 DPDK_MQ_PAIRS = ["ib_write_bw.rc_16qp", "ibv_ud_pingpong.chk"]
@@ -212,6 +224,8 @@ def mode_pairs(mode):
     """The pairs a two-host mode runs (daemons and the dpdk modes)."""
     if mode in DPDK_IPV6_MODES:
         return DPDK_IPV6_PAIRS
+    if mode in DPDK_ROUTED_MODES:
+        return DPDK_ROUTED_PAIRS
     return DPDK_MQ_PAIRS if mode in DPDK_MQ_MODES else DAEMON_NETNS_PAIRS
 
 # The capture check: one RC pair across the veth while tcpdump records it. 20 exchanges of
@@ -586,6 +600,9 @@ def daemon_options(backend, side):
     if queues:
         vdev += ",qpairs=2"
     addr = (DPDK_ADDR6 if backend in DPDK_IPV6_MODES else DPDK_ADDR)[side]
+    if backend in DPDK_ROUTED_MODES:
+        queues += ["--gateway", ROUTER_ADDR[side]]
+        addr = f"{ROUTED_ADDR[side]}/24"
     return ["--backend", "dpdk", "--ip", addr, *queues, "--eal", f"{EAL_ARGS} --file-prefix=srdma{side} {vdev}"]
 
 
@@ -593,7 +610,8 @@ def check_daemons(pair, softrdma, host_netns, backend="udp"):
     """PAIR between two namespaces, each program on its own namespace's softrdmad."""
     inside_own_namespace(host_netns)
     softrdmad = softrdmad_path()
-    with tempfile.TemporaryDirectory(prefix="softrdma-daemons-") as work, TwoHosts(backend != "udp") as hosts:
+    with tempfile.TemporaryDirectory(prefix="softrdma-daemons-") as work, \
+            TwoHosts(backend != "udp", routed=backend in DPDK_ROUTED_MODES) as hosts:
         server_daemon, server_sock = start_daemon(softrdmad, work, "softrdmad-A", daemon_options(backend, 0))
         client_daemon, client_sock = start_daemon(softrdmad, work, "softrdmad-B", daemon_options(backend, 1),
                                                   netns_pid=hosts.holder.pid)
@@ -624,6 +642,11 @@ def check_daemons(pair, softrdma, host_netns, backend="udp"):
                 check(m is not None and roce > 0 and ours > 0 and other == 0 and malformed == 0,
                       f"{d.role}: RoCE packets and {resolution} came in through {DPDK_PMDS[backend]}, none malformed",
                       m.group(0) if m else d.output()[1][-2000:])
+                if backend in DPDK_ROUTED_MODES:
+                    # The pair itself is the proof of the route: the peer is on another subnet,
+                    # which no one on this link answers ARP for but the router.
+                    check(m is not None and counts.get("tx_no_route", -1) == 0, f"{d.role}: no packet unroutable",
+                          m.group(0) if m else "")
                 if backend in DPDK_MQ_MODES and pair.name in ("ib_write_bw.rc_16qp",):
                     check(m is not None and counts.get("port_rx_frames_q0", 0) > 0 and
                           counts.get("port_rx_frames_q1", 0) > 0, f"{d.role}: both receive queues took frames",
@@ -662,9 +685,11 @@ class TwoHosts:
     """With DATA_LINK, a second veth pair (DATA_VETH) joins the hosts too, up but without
     addresses: the dpdk daemons' wire, which the kernel does not use."""
 
-    def __init__(self, data_link=False):
+    def __init__(self, data_link=False, routed=False):
         self.holder = None
+        self.router = None
         self.data_link = data_link
+        self.routed = routed
 
     def __enter__(self):
         sh(["ip", "link", "set", "lo", "up"], "cannot bring up the namespace's loopback")
@@ -695,7 +720,10 @@ class TwoHosts:
         sh(b + ["ip", "addr", "add", f"{NETNS_ADDR[1]}/24", "dev", VETH[1]], "cannot address the veth's peer")
         sh(b + ["ip", "link", "set", VETH[1], "up"], "cannot bring the veth's peer up")
         links = [VETH[0]]
-        if self.data_link:
+        if self.data_link and self.routed:
+            self.join_through_router(b)
+            links.append(DATA_VETH[0])
+        elif self.data_link:
             sh(["ip", "link", "add", DATA_VETH[0], "mtu", str(VETH_MTU), "type", "veth", "peer", "name", DATA_VETH[1],
                 "mtu", str(VETH_MTU)], "cannot create the data veth pair")
             sh(["ip", "link", "set", DATA_VETH[1], "netns", str(self.holder.pid)], "cannot move the data veth's end")
@@ -713,10 +741,36 @@ class TwoHosts:
               f"(namespace of pid {self.holder.pid}), MTU {VETH_MTU}", flush=True)
         return self
 
+    def join_through_router(self, b):
+        """The data links of the routed mode: DATA_VETH[0] to a third namespace that forwards
+        IPv4 between ROUTER_ADDR's two subnets, and from there to DATA_VETH[1] in B."""
+        self.router = subprocess.Popen(["unshare", "--net", "sleep", "600"], stdin=subprocess.DEVNULL,
+                                       preexec_fn=_die_with_parent)
+        until = time.monotonic() + 10
+        while os.readlink(f"/proc/{self.router.pid}/ns/net") == os.readlink("/proc/self/ns/net") or \
+                not os.readlink(f"/proc/{self.router.pid}/exe").endswith("sleep"):
+            if time.monotonic() > until or self.router.poll() is not None:
+                skip("cannot create the router's network namespace")
+            time.sleep(0.02)
+        r = ["nsenter", f"--net=/proc/{self.router.pid}/ns/net", "--"]
+        for ours, theirs, where in ((DATA_VETH[0], ROUTER_VETH[0], None), (DATA_VETH[1], ROUTER_VETH[1], self.holder.pid)):
+            sh(["ip", "link", "add", ours, "mtu", str(VETH_MTU), "type", "veth", "peer", "name", theirs,
+                "mtu", str(VETH_MTU)], f"cannot create the veth pair {ours}-{theirs}")
+            sh(["ip", "link", "set", theirs, "netns", str(self.router.pid)], f"cannot move {theirs} to the router")
+            if where is not None:
+                sh(["ip", "link", "set", ours, "netns", str(where)], f"cannot move {ours} into B")
+        sh(["ip", "link", "set", DATA_VETH[0], "up"], "cannot bring the data veth up")
+        sh(b + ["ip", "link", "set", DATA_VETH[1], "up"], "cannot bring the data veth's peer up")
+        for link, addr in zip(ROUTER_VETH, ROUTER_ADDR):
+            sh(r + ["ip", "addr", "add", f"{addr}/24", "dev", link], f"cannot address {link}")
+            sh(r + ["ip", "link", "set", link, "up"], f"cannot bring {link} up")
+        sh(r + ["sysctl", "-qw", "net.ipv4.ip_forward=1"], "cannot make the router namespace forward")
+
     def __exit__(self, *exc):
-        if self.holder and self.holder.poll() is None:
-            self.holder.kill()
-            self.holder.wait()
+        for p in (self.holder, self.router):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
 
 
 def inside_own_namespace(host_netns):
