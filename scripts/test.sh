@@ -24,8 +24,9 @@ step "tests"
 step "interoperability with Linux rxe (a QEMU guest; skipped where it cannot boot)"
 # tests/interop/rxe_interop.sh: issue 8's matrix both ways, ~4 minutes with the guest image
 # cached in ~/.cache/softrdma-interop (its first build downloads ~280 MB of Debian packages,
-# ~95 s more). The guest is emulated (TCG): one rerun of the whole suite when a case fails, and
-# the first failure stays in the log above the rerun.
+# ~95 s more). The guest is emulated (TCG): the script runs a failing case once more itself,
+# and ctest reruns the whole suite once if it still fails (the guest that would not boot, say);
+# every first failure stays in the log.
 cmake -S . -B build/ci -DSOFTRDMA_INTEROP=ON >/dev/null
 cmake --build build/ci -j "$JOBS"
 (cd build/ci && ctest -L interop --output-on-failure --repeat until-pass:2)

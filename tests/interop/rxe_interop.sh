@@ -154,7 +154,21 @@ FAILS=0
 ROWS=()
 # run_case NAME DIRECTION PROGRAM "ARGS" ["SOFTRDMA RUN OPTIONS"]
 #   DIRECTION to-rxe: softrdma is the client, rxe the server; from-rxe: the reverse.
+# A case that fails is run once more, and only the second run counts (its row in the matrix,
+# FAILS); the first failure stays in the log. rc_pingpong.tx-loss hung about once in ten runs
+# (loss-dependent, not understood yet: see the closing notes), and retrying the one case costs
+# seconds where ctest's retry of the whole suite cost minutes.
 run_case() {
+	local fails=$FAILS rows=${#ROWS[@]}
+	run_case_once "$@"
+	((FAILS > fails)) || return 0
+	FAILS=$fails
+	ROWS=("${ROWS[@]:0:rows}")
+	log "$1: failed; running it once more"
+	run_case_once "$@"
+}
+
+run_case_once() {
 	local name=$1 dir=$2 prog=$3 args=$4 runopts=${5:-} why=() t=$SECONDS
 	[[ $name =~ $ONLY ]] || return 0
 	local pcap=$OUT/$name.pcap stats=$OUT/$name.stats.json ours=$OUT/$name.softrdma.log
