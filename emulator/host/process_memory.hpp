@@ -32,30 +32,14 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <vector>
 
 #include "emulator/core/memory.hpp"
+#include "emulator/core/uninitialised_bytes.hpp"
 #include "emulator/net/backend.hpp"
 
 namespace softrdma::host {
-
-// A byte vector whose resize() leaves new bytes unset: every byte of the staging and
-// read-ahead buffers is written (by a copy or the kernel) before it is read, and zero-filling
-// them on every resize was 4% of a daemon running ib_write_bw.
-template <class T>
-struct UninitialisedAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitialisedAllocator<U>;
-  };
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-};
-using UninitialisedBytes = std::vector<std::uint8_t, UninitialisedAllocator<std::uint8_t>>;
 
 class ProcessMemory final : public core::Memory {
  public:
@@ -94,12 +78,12 @@ class ProcessMemory final : public core::Memory {
   std::array<pid_t, kSlots> pids_{};
   // Writes to one process waiting for flush(): the bytes in order, and where each run goes.
   pid_t staged_pid_ = 0;
-  UninitialisedBytes staged_;
+  core::UninitialisedBytes staged_;
   std::vector<iovec> staged_to_;
   // What the last reads fetched: bytes of process ahead_pid_ from ahead_addr_ on.
   pid_t ahead_pid_ = 0;
   std::uint64_t ahead_addr_ = 0;
-  UninitialisedBytes ahead_;
+  core::UninitialisedBytes ahead_;
   std::uint64_t last_read_end_ = 0;  // tagged address just past the last read
   std::uint64_t read_calls_ = 0;
   std::uint64_t write_calls_ = 0;

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "emulator/core/device.hpp"
+#include "emulator/core/uninitialised_bytes.hpp"
 #include "emulator/net/pcap_file.hpp"
 #include "wire/ethernet.hpp"
 
@@ -60,24 +61,8 @@ wire::MacAddress mac_for(const core::Gid& gid);
 
 class CaptureStage;
 
-// A byte buffer whose resize() leaves new bytes uninitialised: the queue is written over at
-// once, and zeroing it first would cost as much as the copy.
-template <class T>
-struct UninitAllocator : std::allocator<T> {
-  template <class U>
-  struct rebind {
-    using other = UninitAllocator<U>;
-  };
-  template <class U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <class U, class... A>
-  void construct(U* p, A&&... a) {
-    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
-  }
-};
-using CaptureBuffer = std::vector<std::uint8_t, UninitAllocator<std::uint8_t>>;
+// The queue is written over at once: no zero-fill first.
+using CaptureBuffer = core::UninitialisedBytes;
 
 struct CaptureOpen {
   std::unique_ptr<CaptureStage> stage;  // null on failure
