@@ -22,7 +22,6 @@
 #include <span>
 #include <string>
 #include <thread>
-#include <vector>
 #include <type_traits>
 #include <vector>
 

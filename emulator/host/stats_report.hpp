@@ -8,7 +8,7 @@
 //    "udp":{every net::UdpCounters field}, "capture":{frames_written, frames_dropped},
 //    "faults":{"tx":{every net::FaultCounters field}, "rx":{...}},
 //    "port":{the backend's port_counters()}  (only when it has some: the dpdk backend),
-//    "dma":{"lost_write_bytes":N}             (only softrdmad: ProcessMemory's counters),
+//    "dma":{read_calls, write_calls, lost_write_bytes}  (only softrdmad: ProcessMemory's counters),
 //    "qps":[{"qpn":N, "type":"RC", "state":"RTS", "dest_qpn":N, every core::QpCounters field}]}
 // "counters" counts every QP the process ever had (destroyed ones too); "qps" lists the QPs
 // alive at that moment. Numbers are unsigned decimal integers; a new field may be added, an

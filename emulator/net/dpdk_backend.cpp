@@ -1,6 +1,5 @@
 #include "emulator/net/dpdk_backend.hpp"
 
-#include <arpa/inet.h>
 #include <pthread.h>
 #include <sched.h>
 
@@ -105,33 +104,20 @@ BackendOpen failed(std::string what) { return {nullptr, "dpdk backend: " + std::
 BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   // One address: IPv4, which EthernetLink serves with ARP, or IPv6, served with neighbour
   // discovery. ND can neither ask for nor answer for a multicast or unspecified address.
-  core::Gid gid{};
-  in_addr v4{};
-  in6_addr v6{};
-  if (inet_pton(AF_INET, config.ip.c_str(), &v4) == 1) {
-    gid = gid_of(v4);
-  } else if (inet_pton(AF_INET6, config.ip.c_str(), &v6) == 1) {
-    gid = gid_of(v6);
-    if (wire::is_multicast(gid) || wire::is_unspecified(gid))
-      return failed("'" + config.ip + "' is not a unicast IPv6 address");
-  } else {
-    return failed("'" + config.ip + "' is not an IPv4 or IPv6 address");
-  }
+  const std::optional<core::Gid> parsed = parse_gid(config.ip);
+  if (!parsed) return failed("'" + config.ip + "' is not an IPv4 or IPv6 address");
+  const core::Gid gid = *parsed;
+  if (wire::is_multicast(gid) || wire::is_unspecified(gid))
+    return failed("'" + config.ip + "' is not a unicast IPv6 address");
   OnLink on_link{config.prefix_len, std::nullopt};
   if (config.prefix_len && *config.prefix_len > (core::is_ipv4_mapped(gid) ? 32u : 128u))
     return failed("prefix /" + std::to_string(*config.prefix_len) + " is longer than " + config.ip + "'s address");
   if (!config.gateway.empty()) {
-    core::Gid gateway{};
-    if (inet_pton(AF_INET, config.gateway.c_str(), &v4) == 1) {
-      gateway = gid_of(v4);
-    } else if (inet_pton(AF_INET6, config.gateway.c_str(), &v6) == 1) {
-      gateway = gid_of(v6);
-    } else {
-      return failed("gateway '" + config.gateway + "' is not an IPv4 or IPv6 address");
-    }
-    if (core::is_ipv4_mapped(gateway) != core::is_ipv4_mapped(gid))
+    const std::optional<core::Gid> gateway = parse_gid(config.gateway);
+    if (!gateway) return failed("gateway '" + config.gateway + "' is not an IPv4 or IPv6 address");
+    if (core::is_ipv4_mapped(*gateway) != core::is_ipv4_mapped(gid))
       return failed("gateway " + config.gateway + " is not of " + config.ip + "'s family");
-    if (!config.prefix_len || !EthernetLink::on_link(gid, on_link, gateway))
+    if (!config.prefix_len || !EthernetLink::on_link(gid, on_link, *gateway))
       return failed("gateway " + config.gateway + " is not on the link (give --ip ADDRESS/PREFIX that holds it)");
     on_link.gateway = gateway;
   }

@@ -14,12 +14,6 @@ constexpr wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[14], gid[15]}; }
 
-wire::Ipv6Address address_at(std::span<const std::uint8_t> ipv6_header, std::size_t offset) {
-  wire::Ipv6Address a{};
-  std::copy_n(ipv6_header.begin() + static_cast<std::ptrdiff_t>(offset), a.size(), a.begin());
-  return a;
-}
-
 }  // namespace
 
 EthernetLink::EthernetLink(wire::MacAddress mac, const core::Gid& gid, OnLink on_link)
@@ -28,8 +22,8 @@ EthernetLink::EthernetLink(wire::MacAddress mac, const core::Gid& gid, OnLink on
 bool EthernetLink::on_link(const core::Gid& gid, const OnLink& on_link, const core::Gid& address) {
   if (!on_link.prefix_len) return true;
   // An IPv4 prefix counts from the IPv4 address, the last 32 bits of its mapped GID.
-  const unsigned bits = std::min(*on_link.prefix_len, 128u) + (core::is_ipv4_mapped(gid) ? 96 : 0);
-  const unsigned whole = std::min(bits, 128u) / 8, rest = std::min(bits, 128u) % 8;
+  const unsigned bits = std::min(std::min(*on_link.prefix_len, 128u) + (core::is_ipv4_mapped(gid) ? 96u : 0u), 128u);
+  const unsigned whole = bits / 8, rest = bits % 8;
   if (!std::equal(gid.begin(), gid.begin() + whole, address.begin())) return false;
   const auto mask = static_cast<std::uint8_t>(0xFF00u >> rest);
   return rest == 0 || (gid[whole] & mask) == (address[whole] & mask);
@@ -99,17 +93,18 @@ std::optional<core::RxPacket> EthernetLink::take_roce(std::span<const std::uint8
     p.src_gid = gid_of(view->src());
     p.ipv4_id = wire::Ipv4::identification::get(layers->network.data());
   } else {
+    const auto view = wire::Ipv6View::check(eth.payload());
     // RFC 8200 s8.1: IPv6 receivers discard UDP packets with a zero checksum. A non-zero one
     // is not summed here: the engine's ICRC covers the same payload and both addresses.
-    if (wire::Udp::checksum::get(layers->udp.data()) == 0) {
+    if (!view || wire::Udp::checksum::get(layers->udp.data()) == 0) {
       ++counters_.rx_malformed;
       return std::nullopt;
     }
-    if (address_at(layers->network, wire::Ipv6::dst_offset) != gid_) {
+    if (view->dst() != gid_) {
       ++counters_.rx_not_ours;
       return std::nullopt;
     }
-    p.src_gid = address_at(layers->network, wire::Ipv6::src_offset);
+    p.src_gid = view->src();
   }
   ++counters_.rx_roce;
   p.bytes = layers->ib;

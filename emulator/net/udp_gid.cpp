@@ -1,5 +1,7 @@
 #include "emulator/net/udp_gid.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -25,6 +27,14 @@ core::Gid gid_of(const in6_addr& ipv6) {
   core::Gid gid{};
   std::memcpy(gid.data(), ipv6.s6_addr, 16);
   return gid;
+}
+
+std::optional<core::Gid> parse_gid(const std::string& address) {
+  in_addr v4{};
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) return gid_of(v4);
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, address.c_str(), &v6) == 1) return gid_of(v6);
+  return std::nullopt;
 }
 
 std::optional<core::Gid> gid_of(const sockaddr_storage& address) {

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "emulator/core/verbs_types.hpp"
 
@@ -17,6 +18,10 @@ namespace softrdma::net {
 core::Gid gid_of(const in_addr& ipv4);
 core::Gid gid_of(const std::array<std::uint8_t, 4>& ipv4);  // network order, as wire::Ipv4Address
 core::Gid gid_of(const in6_addr& ipv6);
+
+// The GID of an address as inet_pton reads it, IPv4 ("10.0.0.1") or IPv6 ("fd00::1"); none
+// for anything else.
+std::optional<core::Gid> parse_gid(const std::string& address);
 
 // The GID a datagram's source (or a socket's local) address stands for; nullopt for a
 // family other than AF_INET / AF_INET6.

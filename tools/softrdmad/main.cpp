@@ -3,11 +3,11 @@
 // (emulator/net/dpdk_backend.hpp) and serves verbs clients on
 // a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
 // `softrdma run --daemon` or SOFTRDMA_DAEMON=SOCKET.
-#include <arpa/inet.h>
 #include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -29,6 +29,7 @@
 #include "emulator/host/stats_report.hpp"
 #include "emulator/net/dpdk_backend.hpp"
 #include "emulator/net/fault_plan.hpp"
+#include "emulator/net/udp_gid.hpp"
 
 namespace {
 
@@ -116,6 +117,9 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
 constexpr std::string_view kValued[] = {"ip",        "socket",   "group",       "capture",      "faults",
                                         "config",    "backend",  "eal",         "dpdk-port",    "dpdk-mac",
                                         "dpdk-queues", "poll-interval", "shutdown-grace", "gateway"};
+
+// What only the dpdk backend takes.
+constexpr std::string_view kDpdkOnly[] = {"eal", "dpdk-port", "dpdk-mac", "dpdk-queues", "poll-interval", "gateway"};
 
 bool takes_value(std::string_view name) {
   for (std::string_view v : kValued) {
@@ -221,10 +225,7 @@ int main(int argc, char** argv) {
       if (!dpdk.prefix_len) return usage_error("--gateway needs --ip ADDRESS/PREFIX (which addresses are on the link)");
       dpdk.gateway = settings["gateway"];
     }
-    in_addr v4{};
-    in6_addr v6{};
-    if (inet_pton(AF_INET, dpdk.ip.c_str(), &v4) != 1 && inet_pton(AF_INET6, dpdk.ip.c_str(), &v6) != 1)
-      return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 or IPv6 address");
+    if (!net::parse_gid(dpdk.ip)) return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 or IPv6 address");
     dpdk.eal_args = split_words(settings.count("eal") ? settings["eal"] : "");
     if (settings.count("dpdk-port")) {
       const std::optional<unsigned> port = parse_unsigned(settings["dpdk-port"]);
@@ -250,8 +251,8 @@ int main(int argc, char** argv) {
     config.open_backend = [dpdk] { return net::DpdkBackend::open(dpdk); };
   } else if (backend != "udp") {
     return usage_error("--backend is udp or dpdk");
-  } else if (settings.count("eal") || settings.count("dpdk-port") || settings.count("dpdk-mac") ||
-             settings.count("dpdk-queues") || settings.count("poll-interval") || settings.count("gateway")) {
+  } else if (std::any_of(std::begin(kDpdkOnly), std::end(kDpdkOnly),
+                         [&](std::string_view option) { return settings.count(std::string(option)) != 0; })) {
     return usage_error("--eal, --gateway and the --dpdk-* and --poll-interval options need --backend dpdk");
   } else if (config.ip && config.ip->find('/') != std::string::npos) {
     return usage_error("--ip takes a prefix with --backend dpdk only (for udp the kernel routes)");
