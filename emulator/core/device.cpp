@@ -423,7 +423,10 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
     const QpInitAttr init = q->init;
     const std::uint16_t port = q->udp_src_port;
     const QpCounters counters = q->counters;
+    const bool answer_queued = q->answer_queued, request_queued = q->request_queued;  // still in the queues
     *q = Qp{};
+    q->answer_queued = answer_queued;
+    q->request_queued = request_queued;
     q->qpn = qpn;
     q->init = init;
     q->attr = QpAttr{};
@@ -445,6 +448,7 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
     q->attr.sq_draining = true;
     Completer::note_if_drained(*this, *q);
   }
+  wake(*q);
   return 0;
 }
 
@@ -467,6 +471,8 @@ int Device::destroy_qp(std::uint32_t qpn) {
   --cqs_.find(q->init.send_cq)->users;
   --cqs_.find(q->init.recv_cq)->users;
   if (q->init.srq) --srqs_.find(q->init.srq)->users;
+  std::erase(answer_ready_, qpn);  // a new QP may get the number
+  std::erase(request_ready_, qpn);
   qps_.erase(qpn - config_.first_qpn + 1);
   return 0;
 }
@@ -491,6 +497,7 @@ int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
   if (q->rq.size() >= q->init.cap.max_recv_wr) return ENOMEM;
   q->rq.push_back({wr, sge_total(wr.sg_list)});
   if (q->state() == QpState::err) flush(*q);
+  wake(*q);
   return 0;
 }
 
@@ -509,6 +516,7 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);
   q->sq.push_back(std::move(w));
   if (s == QpState::err || s == QpState::sqe) flush_send(*q);
+  wake(*q);
   return 0;
 }
 
@@ -523,6 +531,7 @@ void Device::enter_error(Qp& q) {
   flush(q);
   // Once, on entering ERR; flush() runs again for every WR posted in ERR and raises nothing.
   if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);
+  wake(q);
 }
 
 void Device::flush(Qp& q) {

@@ -216,6 +216,10 @@ class Device {
   void flush(Qp& qp);  // both queues
   void forget_completions(std::uint32_t cq, std::uint32_t qpn);  // drops the QP's entries from the CQ
   void flush_send(Qp& qp);
+  // Something touched `qp` (a verb, a packet for it, its timer): transmit() asks its responder
+  // and requester for packets again. Their answers depend only on the QP's own state, so a QP
+  // that had nothing to send and was not touched since still has nothing.
+  void wake(Qp& qp);
   // A packet for `qp` along `av` (the QP's own, or a UD WR's AH), ICRC filled in by finish().
   // Its buffer may be a recycled one, of any size and content: the builder resizes it and
   // writes every byte.
@@ -240,7 +244,9 @@ class Device {
   std::deque<AsyncEvent> async_events_;
   std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
   std::vector<std::vector<std::uint8_t>> spare_buffers_;  // recycle()d, for packet_to()
-  std::size_t transmit_cursor_ = 0;  // round robin over QPs for requests and READ responses
+  // QPNs to ask for packets, in round-robin order (wake()); a QP that sends goes to the back.
+  std::deque<std::uint32_t> answer_ready_;
+  std::deque<std::uint32_t> request_ready_;
   DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
   std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
 };

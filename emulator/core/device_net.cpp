@@ -96,6 +96,18 @@ void Device::receive(Time now, const RxPacket& rx) {
   } else {
     Responder::on_request(*this, *q, p, rx);
   }
+  wake(*q);
+}
+
+void Device::wake(Qp& q) {
+  if (!q.answer_queued) {
+    q.answer_queued = true;
+    answer_ready_.push_back(q.qpn);
+  }
+  if (!q.request_queued) {
+    q.request_queued = true;
+    request_ready_.push_back(q.qpn);
+  }
 }
 
 std::optional<TxPacket> Device::transmit(Time now) {
@@ -105,27 +117,36 @@ std::optional<TxPacket> Device::transmit(Time now) {
     return p;
   }
   // Answers first, so a busy requester cannot starve its peer's requests of ACKs; then
-  // requests, round robin over QPs so one long message does not hold up the others.
-  const std::uint32_t n = qps_.slots();
-  for (int pass = 0; pass < 2; ++pass) {
-    std::uint32_t index = n == 0 ? 0 : static_cast<std::uint32_t>(transmit_cursor_ % n);
-    for (std::uint32_t k = 0; k < n; ++k, index = index + 1 == n ? 0 : index + 1) {
-      const std::uint32_t handle = index + 1;
-      std::unique_ptr<Qp>* slot = qps_.find(handle);
-      if (!slot) continue;
-      Qp& q = **slot;
-      auto p = pass == 0 ? Responder::next(*this, q) : Requester::next(*this, q, now);
-      if (p) {
-        transmit_cursor_ = handle % n;
-        return p;
+  // requests. A QP that sent goes to the back of its queue, so one long message does not hold
+  // up the others; one that had nothing leaves it until wake() (so 256 idle QPs cost nothing).
+  const auto serve = [this](std::deque<std::uint32_t>& ready, bool Qp::*queued,
+                            const auto& next) -> std::optional<TxPacket> {
+    while (!ready.empty()) {
+      const std::uint32_t qpn = ready.front();
+      ready.pop_front();
+      Qp* q = find_qp(qpn);
+      if (!q || !(q->*queued)) continue;  // sent from a later place in the queue already
+      q->*queued = false;  // a wake() while building (an error, say) queues it again itself
+      std::optional<TxPacket> p = next(*q);
+      if (p && !(q->*queued)) {
+        q->*queued = true;
+        ready.push_back(qpn);
       }
+      if (p) return p;
     }
-  }
-  return std::nullopt;
+    return std::nullopt;
+  };
+  if (auto p = serve(answer_ready_, &Qp::answer_queued, [this](Qp& q) { return Responder::next(*this, q); })) return p;
+  return serve(request_ready_, &Qp::request_queued, [this, now](Qp& q) { return Requester::next(*this, q, now); });
 }
 
 void Device::advance(Time now) {
-  qps_.for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) { Completer::on_timer(*this, *q, now); });
+  const auto due = [now](Time t) { return t != 0 && now >= t; };
+  qps_.for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) {
+    if (!due(q->retransmit_at) && !due(q->rnr_at)) return;
+    Completer::on_timer(*this, *q, now);
+    wake(*q);  // a resend, or the end of an RNR wait
+  });
 }
 
 std::optional<Time> Device::next_deadline() const {

@@ -78,6 +78,11 @@ struct Qp {
 
   QpCounters counters;
 
+  // In the device's queues of QPs to ask for packets (Device::wake): a QP is asked again only
+  // after something touched it, so transmit() does not ask every QP for every packet.
+  bool answer_queued = false;   // its responder may have an ACK, NAK or response to send
+  bool request_queued = false;  // its requester may have a request to send
+
   QpState state() const { return attr.qp_state; }
 };
 
