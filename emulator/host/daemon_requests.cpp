@@ -383,20 +383,25 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       for (core::SendWr& wr : wrs) in.get_wr(wr);
       if (!in.done()) return false;
       // The objects a WR names beyond its SGEs (whose lkeys the engine checks against the QP's
-      // PD): a UD WR's AH, a bind's MW and MR, a local invalidation's key. WRs before the first
-      // that names another client's object are posted, as bad_wr semantics require.
-      auto names_own = [&](const core::SendWr& wr) {
-        if (wr.ah != 0 && !owns(&Client::ahs, wr.ah)) return false;
-        if (wr.opcode == core::WrOpcode::bind_mw)
-          return owns(&Client::mws, index_of(wr.mw_rkey)) &&
-                 (wr.bind_mr_lkey == 0 || owns(&Client::mrs, index_of(wr.bind_mr_lkey)));
-        if (wr.opcode == core::WrOpcode::local_inv)
-          return owns(&Client::mrs, index_of(wr.invalidate_rkey)) || owns(&Client::mws, index_of(wr.invalidate_rkey));
-        return true;
+      // PD). A UD WR's AH must be the client's own: else the post fails with EINVAL and the WRs
+      // before it are posted, as bad_wr semantics require. A bind's or a local invalidation's
+      // key that is not the client's becomes key 0, which names nothing, and the engine
+      // completes the WR with the error a NIC gives for a key the QP may not use (MW bind
+      // error, local protection error; IBTA vol. 1 s10.6.7.2, s10.6.5): an EINVAL for a post
+      // that came through the work ring would reach no one, and the client would wait forever.
+      auto own_keys_only = [&](core::SendWr& wr) {
+        if (wr.opcode == core::WrOpcode::bind_mw) {
+          if (!owns(&Client::mws, index_of(wr.mw_rkey))) wr.mw_rkey = 0;
+          if (!owns(&Client::mrs, index_of(wr.bind_mr_lkey))) wr.bind_mr_lkey = 0;
+        }
+        if (wr.opcode == core::WrOpcode::local_inv && !owns(&Client::mrs, index_of(wr.invalidate_rkey)) &&
+            !owns(&Client::mws, index_of(wr.invalidate_rkey)))
+          wr.invalidate_rkey = 0;
+        return wr.ah == 0 || owns(&Client::ahs, wr.ah);
       };
       const bool qp_owned = owns(&Client::qps, qpn);
       std::size_t checked = 0;
-      while (qp_owned && checked < wrs.size() && names_own(wrs[checked])) ++checked;
+      while (qp_owned && checked < wrs.size() && own_keys_only(wrs[checked])) ++checked;
       std::size_t posted = 0;
       int err = qp_owned ? link_.post_send(qpn, std::span<const core::SendWr>(wrs.data(), checked), posted) : EINVAL;
       if (err == 0 && checked < wrs.size()) err = EINVAL;

@@ -255,6 +255,49 @@ TEST_CASE("daemon: another client's rkey or lkey fails with an access error and 
   CHECK(std::equal(before.begin(), before.end(), victim.buffer.begin()));
 }
 
+TEST_CASE("daemon: a bind or local invalidation naming another client's window or region completes with an error",
+          "[daemon]") {
+  Daemon d("127.83.77.1");
+  Client victim(d), thief(d);
+  const auto victim_mw = victim.link->alloc_mw(victim.pd, 2);
+  REQUIRE(victim_mw.ok());
+  // Posted through the work ring, where an EINVAL would reach no one: the WR must complete, with
+  // the error a NIC gives for a key the QP may not use, and the victim's objects stay as they were.
+  const auto thief_qp_pair = [&] {
+    const std::uint32_t q1 = thief.create_qp(), q2 = thief.create_qp();
+    thief.connect(q1, q2, gid_of(d));
+    thief.connect(q2, q1, gid_of(d));
+    return q1;
+  };
+  core::SendWr bind;
+  bind.opcode = core::WrOpcode::bind_mw;
+  bind.wr_id = 1;
+  bind.flags = core::send_flags::signaled;
+  bind.mw_rkey = *victim_mw;
+  bind.bind_new_rkey = 0x42;
+  bind.bind_mr_lkey = victim.mr.lkey;
+  bind.bind_addr = victim.addr();
+  bind.bind_length = 4096;
+  bind.bind_access = core::access::remote_write;
+  thief.post(thief_qp_pair(), bind);
+  const core::Wc bound = thief.wait(1)[0];
+  CHECK(bound.wr_id == 1);
+  CHECK(bound.status == core::WcStatus::mw_bind_err);
+
+  core::SendWr inv;
+  inv.opcode = core::WrOpcode::local_inv;
+  inv.wr_id = 2;
+  inv.flags = core::send_flags::signaled;
+  inv.invalidate_rkey = victim.mr.rkey;
+  thief.post(thief_qp_pair(), inv);
+  const core::Wc invalidated = thief.wait(1)[0];
+  CHECK(invalidated.wr_id == 2);
+  CHECK(invalidated.status == core::WcStatus::loc_prot_err);
+
+  victim.check_write_to_itself(gid_of(d), 12);  // its MR still valid
+  CHECK(victim.link->dealloc_mw(*victim_mw) == 0);  // its window still its own, and unbound
+}
+
 TEST_CASE("daemon: a client that goes away leaves nothing behind and disturbs no one", "[daemon]") {
   Daemon d("127.83.73.1");
   Client stays(d);
