@@ -1288,3 +1288,65 @@ TEST_CASE("requester: SQD finishes the message it started, raises SQ_DRAINED, an
   tl.modify_state(3'000, QpState::rts);
   tl.expect(3'000, send_only(psn(s, 3), slice(m, 0, 16)).ackreq());
 }
+
+TEST_CASE("requester: rc_pingpong's late ACK, after the peer's next SEND and during the timeout's resend, completes the SEND and the next one goes out", "[timeline][requester][timeout][pingpong]") {
+  // The interop hang's sequence (4096-byte SENDs at path MTU 1024): our SEND waits for its
+  // ACK while the peer's own SEND arrives and is acknowledged; the timer resends ours from
+  // its first packet; the late ACK for our last PSN arrives after one or all of the resent
+  // packets (s9.7.5.2.1: it acknowledges every packet up to it).
+  Config c;
+  c.mtu = core::Mtu::mtu1024;
+  for (const bool all_resent : {false, true}) {
+    SECTION(all_resent ? "ACK after the whole resend" : "ACK after the first resent packet") {
+      Timeline tl(c);
+      const std::uint32_t s = tl.config.sq_psn, e = tl.epsn();
+      const auto mine = bytes(4096, 3), theirs = bytes(4096, 7);
+      tl.put(0, mine);
+      tl.post_recv(50, 8192, 4096);
+      tl.post_recv(51, 8192, 4096);
+
+      tl.post_send(1'000, tl.wr(WrOpcode::send, 1, 0, 4096));
+      const auto four = [&](Time t, std::uint32_t base, std::uint32_t from) {
+        const Operation ops[] = {Operation::send_first, Operation::send_middle, Operation::send_middle, Operation::send_last};
+        for (std::uint32_t i = from; i < 4; ++i)
+          tl.expect(t, rc(ops[i], psn(base, i)).with_payload(slice(mine, i * 1024, 1024)).ackreq(i == 3));
+      };
+      four(1'000, s, 0);
+      tl.expect_nothing(1'000);
+
+      // The peer's SEND comes before its ACK for ours.
+      tl.deliver(2'000, send_first(e, slice(theirs, 0, 1024)));
+      tl.deliver(2'000, send_middle(psn(e, 1), slice(theirs, 1024, 1024)));
+      tl.deliver(2'000, send_middle(psn(e, 2), slice(theirs, 2048, 1024)));
+      tl.deliver(2'000, send_last(psn(e, 3), slice(theirs, 3072, 1024)).ackreq());
+      tl.expect(2'000, ack(psn(e, 3), 1));
+      const auto rwc = tl.recv_wcs();
+      REQUIRE(rwc.size() == 1);
+      check_wc(rwc[0], 50, WcStatus::success);
+
+      // No ACK for ours: the timer resends it from its first packet.
+      const Time due = 1'000 + kT10;
+      tl.expect_nothing(due - 1);
+      tl.expect(due, send_first(s, slice(mine, 0, 1024)));
+      if (all_resent) four(due, s, 1);
+      tl.deliver(due + 1'000, ack(psn(s, 3), 1));
+      const auto wcs = tl.send_wcs();
+      REQUIRE(wcs.size() == 1);
+      check_wc(wcs[0], 1, WcStatus::success);
+      tl.expect_nothing(due + 1'000);  // the WQE is retired: nothing more of it is resent
+      CHECK_FALSE(tl.deadline());
+
+      // rc_pingpong has both completions: its next SEND continues the PSN sequence, the timer
+      // guards it, and its ACK completes it.
+      tl.post_send(due + 2'000, tl.wr(WrOpcode::send, 2, 0, 4096));
+      four(due + 2'000, psn(s, 4), 0);
+      tl.expect_nothing(due + 2'000);
+      CHECK(tl.deadline() == due + 2'000 + kT10);
+      tl.deliver(due + 3'000, ack(psn(s, 7), 2));
+      const auto wcs2 = tl.send_wcs();
+      REQUIRE(wcs2.size() == 1);
+      check_wc(wcs2[0], 2, WcStatus::success);
+      CHECK_FALSE(tl.deadline());
+    }
+  }
+}
