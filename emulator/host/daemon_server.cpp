@@ -170,6 +170,7 @@ void DaemonServer::admit(int fd) {
   c.fd = fd;
   c.pid = cred.pid;
   c.uid = cred.uid;
+  c.gid = cred.gid;
   c.thread = std::thread([this, &c] { serve(c); });
 }
 
