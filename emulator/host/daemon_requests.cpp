@@ -3,11 +3,15 @@
 // Each handle a request names must be the client's (DaemonServer::Client's sets), else EINVAL
 // without touching the engine: the kernel's uverbs answers a handle of another process the
 // same way. Objects join the client's sets when created and leave when destroyed.
+#include <linux/capability.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/daemon_server.hpp"
@@ -21,12 +25,81 @@ namespace {
 // The key index of an MR or MW (Device keeps both in one table, key = index << 8 | key byte).
 std::uint32_t index_of(std::uint32_t key) { return key >> 8; }
 
+bool has_cap_sys_ptrace() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_SYS_PTRACE)].effective & CAP_TO_MASK(CAP_SYS_PTRACE)) != 0;
+}
+
+// Whether `pid` is not dumpable, as far as /proc shows it: proc(5) gives the files under
+// /proc/PID of a process that is not dumpable to root, while /proc/PID itself stays its
+// user's. (A client running as root cannot be told apart this way.)
+bool not_dumpable(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid);
+  struct stat process = {};
+  struct stat file = {};
+  return ::stat(dir.c_str(), &process) == 0 && ::stat((dir + "/environ").c_str(), &file) == 0 &&
+         file.st_uid != process.st_uid;
+}
+
+// Yama's ptrace_scope (0 to 3), or -1 when the kernel has no Yama.
+int yama_scope() {
+  std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+  if (f == nullptr) return -1;
+  int scope = -1;
+  if (std::fscanf(f, "%d", &scope) != 1) scope = -1;
+  std::fclose(f);
+  return scope;
+}
+
+// Why process_vm_readv refused the daemon a client's memory. The kernel lets a reader with
+// CAP_SYS_PTRACE in; without it only a reader of the client's own user and group, reading a
+// dumpable client, that no security module (Yama) objects to. PR_SET_PTRACER (which the shim
+// sets) answers Yama alone: it cannot open a client of another user or one that is not dumpable.
+std::string unreachable_reason(pid_t pid, uid_t uid, gid_t gid, int err) {
+  switch (err) {
+    case ESRCH:
+      return "the process is gone";
+    case EFAULT:
+    case ENOMEM:
+      return "nothing is mapped there";
+    case EPERM:
+      break;
+    default:
+      return "an error this check does not expect";
+  }
+  const bool capable = has_cap_sys_ptrace();
+  if (!capable && uid != ::getuid()) {
+    return "the client runs as uid " + std::to_string(uid) + ", the daemon as uid " + std::to_string(::getuid()) +
+           " without CAP_SYS_PTRACE, which it needs to reach other users' memory";
+  }
+  if (!capable && gid != ::getgid()) {
+    return "the client runs as gid " + std::to_string(gid) + ", the daemon as gid " + std::to_string(::getgid()) +
+           " without CAP_SYS_PTRACE, which it needs to reach other groups' memory";
+  }
+  if (!capable && not_dumpable(pid)) {
+    return "the client is not dumpable (prctl(PR_SET_DUMPABLE, 0), or it changed credentials) and only a daemon "
+           "with CAP_SYS_PTRACE may reach such a process";
+  }
+  switch (yama_scope()) {
+    case 1:
+      return "Yama's ptrace_scope is 1: the client must name the daemon with prctl(PR_SET_PTRACER), or the daemon "
+             "needs CAP_SYS_PTRACE";
+    case 2:
+      return "Yama's ptrace_scope is 2: only a daemon with CAP_SYS_PTRACE may reach its clients";
+    case 3:
+      return "Yama's ptrace_scope is 3: no process may reach another's memory";
+    default:
+      return "a security module refused it";
+  }
+}
+
 // Why an MR cannot be registered, for the daemon's log: the client only learns EACCES.
-void log_unreachable(pid_t pid, std::uint64_t addr, int err) {
-  std::fprintf(stderr,
-               "softrdmad: pid %d: cannot reach its memory at 0x%llx with process_vm_readv (%s); a client that "
-               "is not dumpable or restricts ptrace (Yama) must allow the daemon (PR_SET_PTRACER)\n",
-               static_cast<int>(pid), static_cast<unsigned long long>(addr), std::strerror(err));
+void log_unreachable(pid_t pid, uid_t uid, gid_t gid, std::uint64_t addr, int err) {
+  const std::string reason = unreachable_reason(pid, uid, gid, err);
+  std::fprintf(stderr, "softrdmad: pid %d: cannot reach its memory at 0x%llx with process_vm_readv (%s): %s\n",
+               static_cast<int>(pid), static_cast<unsigned long long>(addr), std::strerror(err), reason.c_str());
 }
 
 }  // namespace
@@ -56,8 +129,9 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     (c.*member).erase(key);
   };
   // A memory range the daemon can reach in the client: its tagged address, or none (EINVAL for
-  // an address beyond 48 bits, EACCES when process_vm_readv is refused, e.g. a non-dumpable
-  // client under Yama; the daemon says which in its log).
+  // an address beyond 48 bits, EACCES when process_vm_readv is refused, e.g. a client that is
+  // not dumpable or of another user, to a daemon without CAP_SYS_PTRACE; the daemon's log says
+  // which).
   auto reachable = [&](std::uint64_t addr, std::uint64_t length, int& err) -> std::optional<std::uint64_t> {
     const auto tagged = ProcessMemory::tag(c.slot, addr);
     if (!tagged) {
@@ -73,7 +147,7 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       return read;
     });
     if (!ok) {
-      log_unreachable(c.pid, addr, read_errno);
+      log_unreachable(c.pid, c.uid, c.gid, addr, read_errno);
       err = EACCES;
       return std::nullopt;
     }

@@ -51,7 +51,20 @@ int listen_at(const std::string& path, std::optional<gid_t> group, std::string& 
   const mode_t old = ::umask(group ? 0117 : 0177);
   const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
   ::umask(old);
-  if (bound != 0 || (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) || ::listen(fd, 64) != 0) {
+  if (bound != 0) {
+    error = errno_text("cannot listen on " + path);
+    ::close(fd);
+    return -1;
+  }
+  // Not listening yet: no one can connect before the file has its group.
+  if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    error = errno_text("cannot give " + path + " to group " + std::to_string(*group)) +
+            " (a daemon without CAP_CHOWN must be a member of the group)";
+    ::close(fd);
+    ::unlink(path.c_str());
+    return -1;
+  }
+  if (::listen(fd, 64) != 0) {
     error = errno_text("cannot listen on " + path);
     ::close(fd);
     return -1;
@@ -157,6 +170,7 @@ void DaemonServer::admit(int fd) {
   c.fd = fd;
   c.pid = cred.pid;
   c.uid = cred.uid;
+  c.gid = cred.gid;
   c.thread = std::thread([this, &c] { serve(c); });
 }
 

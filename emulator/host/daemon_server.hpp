@@ -76,7 +76,8 @@ class DaemonServer final : private WorkSource {
     int fd = -1;
     int events_fd = -1;
     pid_t pid = 0;
-    uid_t uid = 0;
+    uid_t uid = 0;  // SO_PEERCRED's, for the log when its memory cannot be reached
+    gid_t gid = 0;
     std::uint16_t slot = 0;  // in ProcessMemory; 0 until Hello
     // What the client created, guarded by mutex_. MRs and MWs by key index (key >> 8): an MW's
     // key byte changes with every bind.

@@ -46,6 +46,7 @@ def main(argv):
     for bad, says in ((["--bogus"], "unknown option '--bogus'"), (["--ip"], "--ip needs a value"),
                       (["stray"], "unexpected argument 'stray'"), (["--shutdown-grace", "soon"], "milliseconds"),
                       (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group"),
+                      (["--group", "4294967295"], "no group"),  # gid -1 means "no change" to chown
                       (["--backend", "dpdk"], "--backend dpdk needs --ip"), (["--backend", "tcp"], "udp or dpdk"),
                       (["--eal", "-l 0"], "need --backend dpdk"),
                       (["--backend", "dpdk", "--ip", "10.0.0"], "not an IPv4 or IPv6 address"),

@@ -34,7 +34,7 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME] [--capture FILE] [--faults SPEC]\n"
+    "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME|GID] [--capture FILE] [--faults SPEC]\n"
     "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
     "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--dpdk-mac MAC]\n"
     "                 [--dpdk-queues N] [--gateway ADDR] [--poll-interval US]\n"
@@ -50,8 +50,11 @@ constexpr const char* kUsage =
     "                       127.0.0.N)\n"
     "  --socket PATH        where clients attach (default: softrdmad.sock in the runtime directory,\n"
     "                       $SOFTRDMA_RUNTIME_DIR, $XDG_RUNTIME_DIR/softrdma or /tmp/softrdma-$UID)\n"
-    "  --group NAME         members of group NAME may attach too (socket mode 0660; default: only\n"
-    "                       this user, 0600). The socket's directory must let them reach it.\n"
+    "  --group NAME|GID     members of group NAME may attach too (socket mode 0660; default: only\n"
+    "                       this user, 0600). The socket's directory must let them reach it. A\n"
+    "                       number that names no group is taken as a numeric group ID, as chown\n"
+    "                       does. Members running as another user need the daemon to have\n"
+    "                       CAP_SYS_PTRACE to reach their memory (else ibv_reg_mr: EACCES).\n"
     "  --capture FILE       write every packet the device sends and receives to a pcap file\n"
     "  --faults SPEC        seeded fault injection, as softrdma run --faults\n"
     "  --no-gso             one UDP datagram per packet\n"
@@ -202,9 +205,16 @@ int main(int argc, char** argv) {
     options.socket_path = host::default_daemon_socket();
   }
   if (settings.count("group")) {
-    const group* g = ::getgrnam(settings["group"].c_str());
-    if (g == nullptr) return usage_error("no group named '" + settings["group"] + "'");
-    options.group = g->gr_gid;
+    // A name first, then a number (as chown does): a group that exists only as a gid, e.g. one
+    // handed out by a container runtime, can still be given.
+    const std::string& name = settings["group"];
+    if (const group* g = ::getgrnam(name.c_str())) {
+      options.group = g->gr_gid;
+    } else if (const std::optional<unsigned> gid = parse_unsigned(name); gid && *gid != static_cast<gid_t>(-1)) {
+      options.group = static_cast<gid_t>(*gid);  // -1 would mean "leave the group" to chown
+    } else {
+      return usage_error("no group named '" + name + "'");
+    }
   }
   if (settings.count("shutdown-grace")) {
     const std::optional<unsigned> ms = parse_unsigned(settings["shutdown-grace"]);
