@@ -89,6 +89,7 @@ DaemonStart DaemonServer::start(EmbeddedHost& host, ProcessMemory& memory, Daemo
     return {nullptr, errno_text("eventfd")};
   }
   std::unique_ptr<DaemonServer> server(new DaemonServer(host, memory, std::move(options), listen_fd, stop_fd));
+  if (!server->outbox_.ok()) return {nullptr, errno_text("eventfd")};  // ~DaemonServer removes the socket
   server->accept_thread_ = std::thread([s = server.get()] { s->accept_loop(); });
   return {std::move(server), {}};
 }
@@ -225,6 +226,7 @@ void DaemonServer::serve(Client& c) {
   release(c);
   {
     std::lock_guard lock(mutex_);  // send_event() may be using the event socket
+    outbox_.forget(c.events_fd);
     ::close(c.events_fd);
     c.events_fd = -1;
   }
@@ -317,8 +319,7 @@ void DaemonServer::send_event(std::uint32_t cq) {
   std::lock_guard lock(mutex_);
   for (Client& c : clients_) {
     if (contains(c.cqs, cq) && c.events_fd >= 0) {
-      const daemon::Event e{daemon::EventKind::cq, cq, 0};
-      ::send(c.events_fd, &e, sizeof e, MSG_DONTWAIT | MSG_NOSIGNAL);
+      outbox_.send(c.events_fd, {daemon::EventKind::cq, cq, 0});
     }
   }
 }
@@ -345,7 +346,7 @@ void DaemonServer::send_event(const core::AsyncEvent& event) {
       default:
         to_client = contains(c.qps, event.element);
     }
-    if (to_client && c.events_fd >= 0) ::send(c.events_fd, &e, sizeof e, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (to_client && c.events_fd >= 0) outbox_.send(c.events_fd, e);
   }
 }
 
@@ -355,7 +356,7 @@ void DaemonServer::shutdown() {
   if (::write(stop_fd_, &one, sizeof one) < 0) {
     // An eventfd write fails only on overflow, which one write cannot cause.
   }
-  accept_thread_.join();
+  if (accept_thread_.joinable()) accept_thread_.join();  // not started when start() failed
   ::close(listen_fd_);
   ::unlink(options_.socket_path.c_str());
 

@@ -32,6 +32,7 @@
 #include "emulator/host/cq_ring.hpp"
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/embedded_link.hpp"
+#include "emulator/host/event_outbox.hpp"
 #include "emulator/host/process_memory.hpp"
 #include "emulator/host/work_ring.hpp"
 
@@ -70,6 +71,8 @@ class DaemonServer final : private WorkSource {
   void shutdown();
 
   std::size_t client_count();
+  // Events waiting for room in clients' event sockets, and those a client that never reads lost.
+  EventOutbox& outbox() { return outbox_; }
 
  private:
   struct Client {
@@ -120,6 +123,7 @@ class DaemonServer final : private WorkSource {
   EmbeddedLink link_;
   const DaemonOptions options_;
   int listen_fd_ = -1;
+  EventOutbox outbox_;  // every event to a client goes through it
   int stop_fd_ = -1;  // an eventfd: written once, to end accept_loop
   std::thread accept_thread_;
   std::mutex mutex_;  // guards clients_ and every client's owned objects

@@ -9,7 +9,9 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -296,6 +298,60 @@ TEST_CASE("daemon: a bind or local invalidation naming another client's window o
 
   victim.check_write_to_itself(gid_of(d), 12);  // its MR still valid
   CHECK(victim.link->dealloc_mw(*victim_mw) == 0);  // its window still its own, and unbound
+}
+
+TEST_CASE("daemon: a burst of events larger than the event socket holds reaches a client that reads late, all of them",
+          "[daemon]") {
+  Daemon d("127.83.78.1");
+  Client c(d);
+  // The client's event thread stalls in its first handler until released, as a descheduled
+  // thread would: the daemon's writes fill the socket, and the rest must wait, not vanish.
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false;
+  std::atomic<int> events{0};
+  c.link->set_event_handlers(
+      [&](std::uint32_t) {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return released; });
+        ++events;
+      },
+      [](const core::AsyncEvent&) {});
+  // One CQ event per CQ: each armed CQ gets the flush completion of a receive posted to its QP
+  // in the error state (s10.3.1: a WR posted in ERR completes flushed at once).
+  constexpr int kCqs = 1500;  // a Unix socket's default buffer holds a few hundred messages
+  for (int i = 0; i < kCqs; ++i) {
+    const auto cq = c.link->create_cq(4);
+    REQUIRE(cq.ok());
+    core::QpInitAttr init;
+    init.qp_type = core::QpType::rc;
+    init.pd = c.pd;
+    init.send_cq = init.recv_cq = *cq;
+    init.cap = {4, 4, 1, 1, 0};
+    const auto qp = c.link->create_qp(init);
+    REQUIRE(qp.ok());
+    core::QpAttr a;
+    a.qp_state = core::QpState::init;  // RESET goes only to INIT (s10.3.1)
+    a.port_num = 1;
+    REQUIRE(c.link->modify_qp(qp->qpn, a, core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port |
+                                             core::qp_attr::access_flags) == 0);
+    a.qp_state = core::QpState::err;
+    REQUIRE(c.link->modify_qp(qp->qpn, a, core::qp_attr::state) == 0);
+    REQUIRE(c.link->req_notify_cq(*cq, false) == 0);
+    core::RecvWr r;
+    r.sg_list = {c.sge(0, 16)};
+    std::size_t posted = 0;
+    REQUIRE(c.link->post_recv(qp->qpn, std::span(&r, 1), posted) == 0);
+  }
+  // The socket filled up: some events wait in the daemon.
+  CHECK(eventually([&] { return d.server->outbox().waiting_total() > 0; }));
+  {
+    std::lock_guard lock(m);
+    released = true;
+  }
+  cv.notify_all();
+  CHECK(eventually([&] { return events.load() == kCqs; }));
+  CHECK(d.server->outbox().dropped() == 0);
 }
 
 TEST_CASE("daemon: a client that goes away leaves nothing behind and disturbs no one", "[daemon]") {
