@@ -156,8 +156,8 @@ ROWS=()
 #   DIRECTION to-rxe: softrdma is the client, rxe the server; from-rxe: the reverse.
 # A case that fails is run once more, and only the second run counts (its row in the matrix,
 # FAILS); the first failure stays in the log. rc_pingpong.tx-loss hung about once in ten runs
-# (loss-dependent, not understood yet: see the closing notes), and retrying the one case costs
-# seconds where ctest's retry of the whole suite cost minutes.
+# while its loss took our ACKs too (an rxe completer bug: see that case), and retrying the one
+# case costs seconds where ctest's retry of the whole suite cost minutes.
 run_case() {
 	local fails=$FAILS rows=${#ROWS[@]}
 	run_case_once "$@"
@@ -247,7 +247,18 @@ for dir in to-rxe from-rxe; do
 	run_case "$dir.atomic_bw.fetch_add" "$dir" ib_atomic_bw "-n 100 -o 16 -A FETCH_AND_ADD"
 	run_case "$dir.atomic_bw.cmp_swap" "$dir" ib_atomic_bw "-n 100 -o 16 -A CMP_AND_SWAP"
 	# Our packets lost before the wire: rxe answers with NAKs / the timeouts fire, we resend.
-	run_case "$dir.rc_pingpong.tx-loss" "$dir" ibv_rc_pingpong "-n 50 -s 4096" "--faults tx.loss=5%,seed=1"
+	# rc_pingpong's loss hits only our SEND packets (tx.opcode=send), not our ACKs: with ACKs
+	# lost too it hung about once in ten runs, in rxe. A lost ACK makes rxe resend its SEND
+	# from the first packet; our ACK for its last PSN (the answer to that duplicate) reaches
+	# it while the WQE is half resent, and rxe (6.12 rxe_comp.c: COMPST_WRITE_SEND goes to
+	# COMPST_UPDATE_COMP, the WQE not being "pending") moves comp.psn past the WQE without
+	# completing it, although an ACK acknowledges every packet up to its PSN (s9.7.5.1.2).
+	# From then on only another ACK for that PSN completes it: its retry timer sees req.psn
+	# == comp.psn and never resends (COMPST_ERROR_RETRY), where a requester must retry until
+	# its retry count runs out (s9.7.6.1.3). When our one ACK for the rest of the resend is
+	# lost as well, rxe waits for ever, and so do both programs. One more ACK for that PSN,
+	# injected by hand into such a hung run, completed rxe's SEND and both programs finished.
+	run_case "$dir.rc_pingpong.tx-loss" "$dir" ibv_rc_pingpong "-n 50 -s 4096" "--faults tx.opcode=send,tx.loss=5%,seed=1"
 	run_case "$dir.write_bw.tx-loss" "$dir" ib_write_bw "-c RC -n 100 -s 8192" "--faults tx.loss=5%,seed=1"
 	run_case "$dir.read_bw.tx-loss" "$dir" ib_read_bw "-n 100 -s 8192 -o 16" "--faults tx.loss=5%,seed=1"
 done
