@@ -129,9 +129,9 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     (c.*member).erase(key);
   };
   // A memory range the daemon can reach in the client: its tagged address, or none (EINVAL for
-  // an address beyond 48 bits, EACCES when process_vm_readv is refused, e.g. a client that is
-  // not dumpable or of another user, to a daemon without CAP_SYS_PTRACE; the daemon's log says
-  // which).
+  // an address beyond 48 bits, EFAULT where nothing is mapped, EACCES when process_vm_readv is
+  // refused, e.g. a client that is not dumpable or of another user, to a daemon without
+  // CAP_SYS_PTRACE; the daemon's log says which).
   auto reachable = [&](std::uint64_t addr, std::uint64_t length, int& err) -> std::optional<std::uint64_t> {
     const auto tagged = ProcessMemory::tag(c.slot, addr);
     if (!tagged) {
@@ -148,7 +148,9 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     });
     if (!ok) {
       log_unreachable(c.pid, c.uid, c.gid, addr, read_errno);
-      err = EACCES;
+      // Nothing mapped there is EFAULT, as the kernel's ibv_reg_mr answers (it pins the pages);
+      // memory the daemon may not reach is EACCES.
+      err = read_errno == EFAULT || read_errno == ENOMEM ? EFAULT : EACCES;
       return std::nullopt;
     }
     return tagged;

@@ -47,16 +47,19 @@ int listen_at(const std::string& path, std::optional<gid_t> group, std::string& 
     return -1;
   }
   // The socket file's mode is the gate (connect needs write permission): the daemon's user,
-  // and the group when one is configured.
-  const mode_t old = ::umask(group ? 0117 : 0177);
-  const int bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  ::umask(old);
-  if (bound != 0) {
+  // and the group when one is configured. It is set after bind and before listen, so no one can
+  // connect in between, and without touching the process's umask, which other threads share.
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
     error = errno_text("cannot listen on " + path);
     ::close(fd);
     return -1;
   }
-  // Not listening yet: no one can connect before the file has its group.
+  if (::chmod(path.c_str(), group ? 0660 : 0600) != 0) {
+    error = errno_text("cannot set the mode of " + path);
+    ::close(fd);
+    ::unlink(path.c_str());
+    return -1;
+  }
   if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
     error = errno_text("cannot give " + path + " to group " + std::to_string(*group)) +
             " (a daemon without CAP_CHOWN must be a member of the group)";

@@ -4,6 +4,7 @@
 // process_vm_readv/writev, as it reaches another process's.
 //
 // Addresses: 127.83.70.0/24 and up (host_fixture.hpp's convention).
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -352,6 +353,19 @@ TEST_CASE("daemon: a burst of events larger than the event socket holds reaches 
   cv.notify_all();
   CHECK(eventually([&] { return events.load() == kCqs; }));
   CHECK(d.server->outbox().dropped() == 0);
+}
+
+TEST_CASE("daemon: registering memory where nothing is mapped fails with EFAULT, as the kernel's verbs do",
+          "[daemon]") {
+  Daemon d("127.83.79.1");
+  Client c(d);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  const auto addr = reinterpret_cast<std::uint64_t>(p);
+  REQUIRE(c.link->reg_mr(c.pd, addr, static_cast<std::uint64_t>(page), addr, kAllAccess).ok());  // mapped: fine
+  REQUIRE(::munmap(p, static_cast<std::size_t>(page)) == 0);
+  CHECK(c.link->reg_mr(c.pd, addr, static_cast<std::uint64_t>(page), addr, kAllAccess).error() == EFAULT);
 }
 
 TEST_CASE("daemon: a client that goes away leaves nothing behind and disturbs no one", "[daemon]") {
