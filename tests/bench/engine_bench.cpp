@@ -163,48 +163,49 @@ double write_bandwidth(std::size_t writes) {
   return static_cast<double>(writes * size) / s;
 }
 
-// The baseline copies between page-aligned buffers, memcpy's best case: a source and
-// destination that differ mod 32 make glibc's `rep movsb` run at a tenth of the speed on this
-// machine's AMD EPYC (emulator/core/copy_bytes.hpp). Two std::vectors from the heap sit 16
-// bytes apart mod 32, which once made this baseline 2.5 GB/s instead of ~30.
+// The baselines' 16 slots of 64 KiB, source and destination, as the WRITE phase's. Page-
+// aligned, memcpy's best case: a source and destination that differ mod 32 make glibc's
+// `rep movsb` run at a tenth of the speed on this machine's AMD EPYC
+// (emulator/core/copy_bytes.hpp). Two std::vectors from the heap sit 16 bytes apart mod 32,
+// which once made the memcpy baseline 2.5 GB/s instead of ~30.
+struct BaselineSlots {
+  static constexpr std::size_t size = 64 << 10, slots = 16;
+  BaselineSlots() {
+    std::memset(src.get(), 0x5A, size * slots);
+    std::memset(dst.get(), 0, size * slots);
+  }
+  static std::unique_ptr<std::uint8_t, decltype(&std::free)> page_aligned() {
+    return {static_cast<std::uint8_t*>(std::aligned_alloc(4096, size * slots)), &std::free};
+  }
+  std::uint8_t* from(std::size_t i) const { return src.get() + (i % slots) * size; }
+  std::uint8_t* to(std::size_t i) const { return dst.get() + (i % slots) * size; }
+  const std::unique_ptr<std::uint8_t, decltype(&std::free)> src = page_aligned(), dst = page_aligned();
+};
+
 double memcpy_bandwidth(std::size_t copies) {
-  constexpr std::size_t size = 64 << 10, slots = 16;
-  const auto page_aligned = [] {
-    return std::unique_ptr<std::uint8_t, decltype(&std::free)>(static_cast<std::uint8_t*>(std::aligned_alloc(4096, size * slots)), &std::free);
-  };
-  const auto src = page_aligned(), dst = page_aligned();
-  std::memset(src.get(), 0x5A, size * slots);
-  std::memset(dst.get(), 0, size * slots);
+  const BaselineSlots b;
   const double start = cpu_now();
   for (std::size_t i = 0; i < copies; ++i) {
-    std::memcpy(dst.get() + (i % slots) * size, src.get() + (i % slots) * size, size);
-    __asm__ volatile("" : : "r"(dst.get()) : "memory");
+    std::memcpy(b.to(i), b.from(i), b.size);
+    __asm__ volatile("" : : "r"(b.dst.get()) : "memory");
   }
-  return static_cast<double>(copies * size) / seconds_since(start);
+  return static_cast<double>(copies * b.size) / seconds_since(start);
 }
 
 // The bytes of the WRITE phase through the work a software wire must do for them: CRC-32 of
-// each 4096-byte piece at the sender, the copy, CRC-32 again at the receiver. The buffers are
-// page-aligned, as memcpy_bandwidth's.
+// each 4096-byte piece at the sender, the copy, CRC-32 again at the receiver.
 double mandatory_work_bandwidth(std::size_t writes) {
-  constexpr std::size_t size = 64 << 10, slots = 16, packet = 4096;
-  const auto page_aligned = [] {
-    return std::unique_ptr<std::uint8_t, decltype(&std::free)>(static_cast<std::uint8_t*>(std::aligned_alloc(4096, size * slots)), &std::free);
-  };
-  const auto src = page_aligned(), dst = page_aligned();
-  std::memset(src.get(), 0x5A, size * slots);
-  std::memset(dst.get(), 0, size * slots);
+  constexpr std::size_t packet = 4096;
+  const BaselineSlots b;
   std::uint32_t sum = 0;
   const double start = cpu_now();
   for (std::size_t i = 0; i < writes; ++i) {
-    std::uint8_t* from = src.get() + (i % slots) * size;
-    std::uint8_t* to = dst.get() + (i % slots) * size;
-    for (std::size_t off = 0; off < size; off += packet) sum ^= wire::crc32({from + off, packet});
-    std::memcpy(to, from, size);
-    for (std::size_t off = 0; off < size; off += packet) sum ^= wire::crc32({to + off, packet});
-    __asm__ volatile("" : : "r"(dst.get()), "r"(sum) : "memory");
+    for (std::size_t off = 0; off < b.size; off += packet) sum ^= wire::crc32({b.from(i) + off, packet});
+    std::memcpy(b.to(i), b.from(i), b.size);
+    for (std::size_t off = 0; off < b.size; off += packet) sum ^= wire::crc32({b.to(i) + off, packet});
+    __asm__ volatile("" : : "r"(b.dst.get()), "r"(sum) : "memory");
   }
-  return static_cast<double>(writes * size) / seconds_since(start);
+  return static_cast<double>(writes * b.size) / seconds_since(start);
 }
 
 double median(std::vector<double> v) {
