@@ -54,24 +54,19 @@ int listen_at(const std::string& path, std::optional<gid_t> group, std::string& 
     ::close(fd);
     return -1;
   }
-  if (::chmod(path.c_str(), group ? 0660 : 0600) != 0) {
-    error = errno_text("cannot set the mode of " + path);
+  // From here on the file is ours: a failure removes it with the socket.
+  const auto give_up = [&](std::string why) {
+    error = std::move(why);
     ::close(fd);
     ::unlink(path.c_str());
     return -1;
-  }
+  };
+  if (::chmod(path.c_str(), group ? 0660 : 0600) != 0) return give_up(errno_text("cannot set the mode of " + path));
   if (group && ::chown(path.c_str(), static_cast<uid_t>(-1), *group) != 0) {
-    error = errno_text("cannot give " + path + " to group " + std::to_string(*group)) +
-            " (a daemon without CAP_CHOWN must be a member of the group)";
-    ::close(fd);
-    ::unlink(path.c_str());
-    return -1;
+    return give_up(errno_text("cannot give " + path + " to group " + std::to_string(*group)) +
+                   " (a daemon without CAP_CHOWN must be a member of the group)");
   }
-  if (::listen(fd, 64) != 0) {
-    error = errno_text("cannot listen on " + path);
-    ::close(fd);
-    return -1;
-  }
+  if (::listen(fd, 64) != 0) return give_up(errno_text("cannot listen on " + path));
   return fd;
 }
 
