@@ -47,8 +47,8 @@ EventOutbox::~EventOutbox() {
 
 void EventOutbox::send(int fd, const daemon::Event& e) {
   std::lock_guard lock(mutex_);
-  auto it = waiting_.find(fd);
-  if (it == waiting_.end() || it->second.empty()) {
+  auto it = waiting_.find(fd);  // a socket listed here has events waiting (send_waiting drops empty ones)
+  if (it == waiting_.end()) {
     if (try_send(fd, e) == Sent::yes) return;
     it = waiting_.try_emplace(fd).first;
   }
