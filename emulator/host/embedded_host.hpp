@@ -111,6 +111,13 @@ class EmbeddedHost {
   // thread if it must look again (a timer armed earlier than it sleeps for, or more to send).
   template <class F>
   auto call(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
+  // call() for post_send: while the application busy-polls a CQ (see kBusyPollLease), the
+  // packets wait for its next poll_cq(), which sends everything posted since in one batch (one
+  // sendmmsg, runs of equal packets as one GSO datagram), as a NIC fetches a burst of WQEs per
+  // doorbell; if the application stops polling, the progress thread sends them at the lease's
+  // end. Not busy-polling: as call().
+  template <class F>
+  auto post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
 
   // Device::poll_cq; when the CQ is empty and datagrams are waiting on the socket, receives
   // them on this thread and looks again.
@@ -154,8 +161,11 @@ class EmbeddedHost {
   void collect_events();
   // After engine calls on an application thread: sends what they queued, publishes the
   // deadline, releases the lock, delivers events and kicks the progress thread when it must
-  // look again.
-  void after_call(std::unique_lock<std::mutex>& lock, core::Time now);
+  // look again. at_next_poll (post()): while the application busy-polls, what the call queued
+  // waits for its next poll_cq(), and the progress thread sends it at the lease's end if no
+  // poll came first.
+  enum class Sending { now, at_next_poll };
+  void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
   void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
@@ -166,6 +176,7 @@ class EmbeddedHost {
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
+  bool unsent_ = false;                   // after_call left packets for poll_cq(); guarded by mutex_
   std::uint64_t loopback_packets_ = 0;    // guarded by mutex_
   std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
@@ -183,7 +194,8 @@ class EmbeddedHost {
   // limit); 0 while it is awake, when it reads deadline_ before it sleeps again.
   std::atomic<core::Time> wake_at_{0};
   // Busy-polling (see kBusyPollLease): poll_cq() calls in quick succession, when the last one
-  // was, and until when the progress thread leaves the socket to the application.
+  // or the last post() was (posts between polls keep a streak going: a sender posts a burst
+  // between its polls), and until when the progress thread leaves the socket to the application.
   std::atomic<std::uint32_t> polls_{0};
   std::atomic<core::Time> last_poll_{0};
   std::atomic<core::Time> app_polls_until_{0};
@@ -196,12 +208,22 @@ auto EmbeddedHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   const core::Time now = steady_now();
   if constexpr (std::is_void_v<std::invoke_result_t<F, core::Device&, core::Time>>) {
     std::forward<F>(f)(device_, now);
-    after_call(lock, now);
+    after_call(lock, now, Sending::now);
   } else {
     auto result = std::forward<F>(f)(device_, now);
-    after_call(lock, now);
+    after_call(lock, now, Sending::now);
     return result;
   }
+}
+
+template <class F>
+auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time> {
+  std::unique_lock lock(mutex_);
+  const core::Time now = steady_now();
+  auto result = std::forward<F>(f)(device_, now);
+  after_call(lock, now, Sending::at_next_poll);
+  last_poll_.store(steady_now(), std::memory_order_relaxed);
+  return result;
 }
 
 }  // namespace softrdma::host

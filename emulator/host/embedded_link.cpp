@@ -97,7 +97,7 @@ int EmbeddedLink::destroy_qp(std::uint32_t qpn) {
 
 // One lock for the whole list, as a NIC takes a doorbell for a chain of WQEs.
 int EmbeddedLink::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) {
-  return host_.call([&](Device& d, Time now) {
+  return host_.post([&](Device& d, Time now) {
     for (posted = 0; posted < wrs.size(); ++posted) {
       if (const int err = d.post_send(now, qpn, wrs[posted])) return err;
     }
