@@ -51,9 +51,13 @@ bool same_user(int fd) {
 
 std::unique_ptr<StatsEndpoint> StatsEndpoint::open(const std::string& dir, Answer answer, std::string& error) {
   const std::string path = dir + "/" + std::to_string(::getpid()) + std::string(kSuffix);
-  const std::optional<sockaddr_un> address = address_of(path);
+  // Bound and listening under a name no reader lists, then renamed into place: a `softrdma
+  // stats` that connected between bind() and listen() would be refused and remove the file
+  // as a dead process's. The rename also replaces a dead process's with the same pid.
+  const std::string unlisted = path + ".new";
+  const std::optional<sockaddr_un> address = address_of(unlisted);
   if (!address) {
-    error = "the stats endpoint path " + path + " is longer than a Unix socket allows (" +
+    error = "the stats endpoint path " + unlisted + " is longer than a Unix socket allows (" +
             std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes)";
     return nullptr;
   }
@@ -62,12 +66,12 @@ std::unique_ptr<StatsEndpoint> StatsEndpoint::open(const std::string& dir, Answe
     error = std::string("cannot make the stats endpoint's socket: ") + std::strerror(errno);
     return nullptr;
   }
-  ::unlink(path.c_str());  // a dead process's, with the same pid
+  ::unlink(unlisted.c_str());  // left by a process with the same pid that died here
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0 ||
-      ::chmod(path.c_str(), 0600) != 0 || ::listen(fd, 16) != 0) {
+      ::chmod(unlisted.c_str(), 0600) != 0 || ::listen(fd, 16) != 0 || ::rename(unlisted.c_str(), path.c_str()) != 0) {
     error = "cannot serve stats on " + path + ": " + std::strerror(errno);
     ::close(fd);
-    ::unlink(path.c_str());
+    ::unlink(unlisted.c_str());
     return nullptr;
   }
   std::unique_ptr<StatsEndpoint> endpoint(new StatsEndpoint(path, fd, std::move(answer)));

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "emulator/host/atomic_file.hpp"
 #include "emulator/host/runtime_dir.hpp"
@@ -143,6 +144,29 @@ TEST_CASE("stats endpoint: every connection gets a fresh answer, and closing rem
   endpoint.reset();
   CHECK_FALSE(fs::exists(path));
   CHECK(host::fetch_stats(path, 2000).errnum == ENOENT);
+}
+
+TEST_CASE("stats endpoint: a reader removing refused sockets never takes one being opened", "[stats]") {
+  // `softrdma stats` removes a listed socket that refuses it (a dead process's). A socket
+  // listed between its bind() and listen() would refuse it too: the open must not list it
+  // before it listens (the daemon once lost its endpoint this way).
+  TempDir t;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (const host::EndpointFile& e : host::list_endpoints(t.path))
+        if (host::fetch_stats(e.path, 2000).errnum == ECONNREFUSED) ::unlink(e.path.c_str());
+    }
+  });
+  int opened = 0;
+  std::string error;
+  for (int i = 0; i < 2000 && error.empty(); ++i) {
+    if (host::StatsEndpoint::open(t.path, [] { return std::string("{}"); }, error)) ++opened;
+  }
+  done.store(true);
+  reader.join();
+  INFO(error);
+  CHECK(opened == 2000);
 }
 
 TEST_CASE("stats endpoint: a socket nobody serves reads as stale (ECONNREFUSED)", "[stats]") {
