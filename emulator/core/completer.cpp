@@ -1,6 +1,8 @@
 // The completer (IBTA vol. 1 s9.7.5.2 and s9.9): ACKs, NAKs, READ responses and atomic ACKs
 // complete send WQEs in order; silence fires the retransmission timer. Go-back-N: every
-// resend rewinds the requester to a PSN and it sends everything again from there.
+// resend rewinds the requester to a PSN and it sends everything again from there, as fast as
+// the loss window (below) lets it.
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/core/psn.hpp"
@@ -39,6 +41,37 @@ void rewind(Qp& q, std::uint32_t psn) {
   }
 }
 
+// Congestion response, which IBTA leaves to the fabric (RoCE assumes a lossless one) and which
+// a software device on a lossy path needs: a queue that dropped a window's packets drops
+// them again when go-back-N resends the whole window at once (16 QPs into a 512-frame
+// AF_PACKET ring sent three times their data, and now and then one QP ran out of retries).
+// As TCP (RFC 5681 s3.1): a loss sets the threshold to half of what was out and the window
+// to it (a sequence-error NAK) or to min_loss_window packets (a timeout). Below the threshold
+// each acknowledged packet widens the window by one (slow start), above it by one per
+// window's worth (congestion avoidance); at the device's own window the limit goes.
+void shrink_window(const Device& d, Qp& q, bool timeout) {
+  const std::uint32_t out = static_cast<std::uint32_t>(std::max(psn_diff(psn_add(q.max_sent_psn, 1), q.una_psn), 1));
+  q.loss_threshold = std::max((q.loss_window != 0 ? std::min(q.loss_window, out) : out) / 2, d.config().min_loss_window);
+  q.loss_window = timeout ? d.config().min_loss_window : q.loss_threshold;
+  q.window_credit = 0;
+}
+
+// Moves the oldest unacknowledged PSN to `next`, widening a loss window by what it covered.
+void advance_una(Qp& q, std::uint32_t next) {
+  const auto acked = static_cast<std::uint32_t>(psn_diff(next, q.una_psn));
+  q.una_psn = next;
+  if (q.loss_window == 0) return;
+  if (q.loss_window < q.loss_threshold) {
+    q.loss_window = std::min(q.loss_window + acked, q.loss_threshold);
+    return;
+  }
+  q.window_credit += acked;
+  if (q.window_credit >= q.loss_window) {
+    q.window_credit -= q.loss_window;
+    ++q.loss_window;
+  }
+}
+
 // An ACK for `psn` acknowledges every request packet up to it (s9.7.5.1.2). Completes the
 // send and write WQEs it covers, in order, stopping at a READ or atomic, which only its
 // response completes. Returns whether anything new was acknowledged.
@@ -53,7 +86,7 @@ bool acknowledge_through(Qp& q, std::uint32_t psn) {
   }
   const std::uint32_t next = psn_add(psn, 1);
   if (psn_diff(next, q.una_psn) > 0 && psn_diff(next, q.send_psn) <= 0) {
-    q.una_psn = next;
+    advance_una(q, next);
     progress = true;
   }
   return progress;
@@ -69,6 +102,7 @@ SendWqe* waiting_response(Qp& q) {
 void on_progress(Device& d, Qp& q, Time now) {
   q.retry_left = q.attr.retry_cnt;  // the counters count consecutive failures (s9.7.6.1.3)
   q.rnr_left = q.attr.rnr_retry;
+  if (q.loss_window >= d.config().max_inflight_packets) q.loss_window = 0;
   Completer::retire(d, q);
   if (q.state() == QpState::err) return;
   q.retransmit_at = outstanding(q) && q.attr.timeout ? now + ack_timeout(q.attr.timeout) : 0;
@@ -119,6 +153,7 @@ void on_ack(Device& d, Qp& q, std::uint32_t psn, std::uint8_t syndrome, Time now
       const bool progress = acknowledge_through(q, psn_add(psn, kPsnMask));
       if (code == static_cast<std::uint8_t>(wire::NakCode::psn_sequence_error)) {
         ++q.counters.rcvd_seq_err;
+        shrink_window(d, q, false);
         Completer::retire(d, q);
         rewind(q, psn);
         if (progress) on_progress(d, q, now);
@@ -164,7 +199,7 @@ void on_read_response(Device& d, Qp& q, const wire::IbPacket& p, Time now) {
     return;
   }
   ++q.read_received;
-  q.una_psn = psn_add(psn, 1);
+  advance_una(q, psn_add(psn, 1));
   progress = true;
   if (last) {
     w->complete = true;
@@ -189,7 +224,7 @@ void on_atomic_ack(Device& d, Qp& q, const wire::IbPacket& p, Time now) {
     return;
   }
   w->complete = true;
-  q.una_psn = psn_add(psn, 1);
+  advance_una(q, psn_add(psn, 1));
   --q.rd_atomic_in_flight;
   on_progress(d, q, now);
 }
@@ -224,6 +259,7 @@ void Completer::on_timer(Device& d, Qp& q, Time now) {
     return;
   }
   --q.retry_left;
+  shrink_window(d, q, true);
   const SendWqe& w = q.sq[i];
   rewind(q, is_read_or_atomic(w.wr.opcode) ? psn_add(w.first_psn, q.read_received)
                                            : (psn_diff(q.una_psn, w.first_psn) > 0 ? q.una_psn : w.first_psn));

@@ -46,6 +46,7 @@ struct DeviceConfig {
   std::uint32_t first_qpn = 0x11;    // QPs 0 and 1 are the special QPs (s10.2.5)
   std::uint32_t max_inflight_packets = 512;  // requester window, in packets
   std::uint32_t ack_req_every = 64;  // AckReq at least every this many packets of a message
+  std::uint32_t min_loss_window = 8;  // a QP's window after a retransmission timeout, in packets
   // The UDP source port every packet leaves from, when the host sends all of them from one
   // socket; without it each QP gets its own port for ECMP entropy (annex A17.5.1). The ICRC
   // covers the port, so the engine must seal packets with the one they really carry.

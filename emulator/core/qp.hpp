@@ -45,6 +45,11 @@ struct Qp {
   std::uint32_t rd_atomic_in_flight = 0;  // READ/atomic WQEs started and not complete (<= max_rd_atomic)
   std::uint32_t max_sent_psn = 0;         // the highest PSN sent: anything at or below is a resend
   bool sent_any = false;
+  // After a loss, how many packets from una_psn on may be out (0: no limit but the device's
+  // window); see completer.cpp, shrink_window.
+  std::uint32_t loss_window = 0;
+  std::uint32_t loss_threshold = 0;  // where slow start ends (half of what was out at the loss)
+  std::uint32_t window_credit = 0;   // packets acknowledged towards the next widening by one
 
   // Completer (s9.7.5.2).
   Time retransmit_at = 0;  // 0: not armed

@@ -132,6 +132,14 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
       q.next_index = 0;
       continue;
     }
+    // After a loss only loss_window packets from the oldest unacknowledged one may be out, and
+    // the last of them asks for the ACK that opens the window again (see completer.cpp).
+    bool window_edge = false;
+    if (q.loss_window != 0) {
+      const std::int32_t ahead = psn_diff(w.started ? psn_add(w.first_psn, q.next_index) : q.send_psn, q.una_psn);
+      if (ahead >= static_cast<std::int32_t>(q.loss_window)) return std::nullopt;
+      window_edge = static_cast<std::uint32_t>(ahead) + 1 == q.loss_window;
+    }
     if (!w.started) {
       if (draining) return std::nullopt;
       const bool rd_atomic = is_read_or_atomic(w.wr.opcode);
@@ -191,7 +199,7 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
     }
     if (q.init.qp_type == QpType::rc) {
       // AckReq on a message's last packet and periodically within long ones (s9.7.4.1.3).
-      h.ack_req = last || ++q.packets_since_ack_req >= d.config_.ack_req_every;
+      h.ack_req = last || window_edge || ++q.packets_since_ack_req >= d.config_.ack_req_every;
       if (h.ack_req) q.packets_since_ack_req = 0;
     }
     h.va = w.wr.remote_addr + (read ? offset : 0);

@@ -3,6 +3,7 @@
 // Same seed, same run: every decision comes from one generator.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +24,10 @@ struct Faults {
   double loss = 0, duplicate = 0, reorder = 0, corrupt = 0;
   Time delay = 1000;        // one-way, ns
   Time reorder_by = 20000;  // a reordered packet arrives up to this much later, ns
+  // A bottleneck (a receive ring drained at a fixed rate): a tail-drop queue of `queue`
+  // packets from which one leaves every `drain_every` ns. 0: none.
+  std::size_t queue = 0;
+  Time drain_every = 0;
 };
 
 constexpr Gid ipv4_gid(std::uint8_t last) { return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 127, 0, 0, last}; }
@@ -39,7 +44,7 @@ class SimNetwork {
   Time now = 1'000'000;
 
   struct Stats {
-    std::uint64_t sent = 0, lost = 0, duplicated = 0, reordered = 0, corrupted = 0, delivered = 0;
+    std::uint64_t sent = 0, lost = 0, duplicated = 0, reordered = 0, corrupted = 0, delivered = 0, overflowed = 0;
   } stats[2];
 
   // Moves packets and time until `done()` holds or `limit` ns of virtual time pass; returns
@@ -93,6 +98,17 @@ class SimNetwork {
       ++s.lost;
       return;
     }
+    Time queued = 0;  // how long the packet waits in the bottleneck's queue
+    if (f.queue != 0) {
+      Time& free_at = queue_free_at_[from];  // when the queue has drained what it holds
+      free_at = std::max(free_at, now);
+      if (free_at - now >= f.queue * f.drain_every) {
+        ++s.overflowed;
+        return;
+      }
+      free_at += f.drain_every;
+      queued = free_at - now;
+    }
     if (uniform() < f.corrupt && !p.bytes.empty()) {
       ++s.corrupted;
       const std::size_t at = std::uniform_int_distribution<std::size_t>(0, p.bytes.size() - 1)(rng_);
@@ -101,7 +117,7 @@ class SimNetwork {
     const int copies = uniform() < f.duplicate ? 2 : 1;
     if (copies == 2) ++s.duplicated;
     for (int c = 0; c < copies; ++c) {
-      Time at = now + f.delay;
+      Time at = now + queued + f.delay;
       if (uniform() < f.reorder) {
         ++s.reordered;
         at += std::uniform_int_distribution<Time>(1, f.reorder_by)(rng_);
@@ -126,6 +142,7 @@ class SimNetwork {
   Node nodes_[2];
   std::map<std::pair<Time, std::uint64_t>, Packet> in_flight_;  // by arrival time, then send order
   std::uint64_t seq_ = 0;
+  Time queue_free_at_[2] = {0, 0};
 };
 
 }  // namespace test

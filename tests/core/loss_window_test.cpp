@@ -1,0 +1,102 @@
+// The requester's response to loss (completer.cpp, shrink_window) against a bottleneck: a
+// tail-drop queue drained at a fixed rate, as an AF_PACKET receive ring or a socket buffer
+// is. Go-back-N that resends its whole window into such a queue loses most of it again; the
+// loss window must keep the resends near what the queue takes, and no QP may run out of
+// retries while the others fill the queue.
+#include <catch2/catch.hpp>
+#include <memory>
+#include <vector>
+
+#include "tests/core/engine_fixture.hpp"
+
+using namespace test;
+using core::WcStatus;
+
+namespace {
+
+constexpr std::uint32_t kMessage = 64 * 1024;  // 64 packets at MTU 1024
+constexpr std::uint32_t kPacketsPerMessage = kMessage / 1024;
+
+// Signaled WRITEs of kMessage from a to b, `messages` of them on each of a's `qps` QPs, all posted at
+// once (a perftest ib_write_bw window); b's link back is clean.
+struct Blast {
+  Blast(int qps, int messages, std::size_t queue) : a(ipv4_gid(1), 1 << 20), b(ipv4_gid(2), 1 << 20) {
+    std::vector<std::uint32_t> a_qpns, b_qpns;
+    QpOptions o;
+    for (int i = 0; i < qps; ++i) {
+      core::QpInitAttr init;
+      init.qp_type = core::QpType::rc;
+      init.pd = a.pd;
+      init.send_cq = init.recv_cq = a.send_cq;
+      init.cap = {1024, 16, 1, 1, 0};
+      a_qpns.push_back(a.dev->create_qp(init)->qpn);
+      init.pd = b.pd;
+      init.send_cq = init.recv_cq = b.send_cq;
+      b_qpns.push_back(b.dev->create_qp(init)->qpn);
+    }
+    for (int i = 0; i < qps; ++i) {
+      a.qpn = a_qpns[i];
+      connect(a, b_qpns[i], b.gid(), o.a_psn, o.b_psn, o);
+      b.qpn = b_qpns[i];
+      connect(b, a_qpns[i], a.gid(), o.b_psn, o.a_psn, o);
+    }
+    net = std::make_unique<SimNetwork>(*a.dev, *b.dev, 1);
+    net->faults[0].queue = queue;
+    net->faults[0].drain_every = 1000;  // 1 M packets/s
+    for (const std::uint32_t qpn : a_qpns) {
+      for (int m = 0; m < messages; ++m) {
+        core::SendWr w;
+        w.wr_id = qpn;
+        w.opcode = core::WrOpcode::rdma_write;
+        w.flags = core::send_flags::signaled;
+        w.sg_list = {a.sge(0, kMessage)};
+        w.remote_addr = b.addr(0);
+        w.rkey = b.mr.rkey;
+        REQUIRE(a.dev->post_send(net->now, qpn, w) == 0);
+      }
+    }
+    needed = static_cast<std::uint64_t>(qps) * messages * kPacketsPerMessage;
+    expected = qps * messages;
+  }
+
+  // Runs until every WRITE completed; counts the completions and the failed ones.
+  bool run() {
+    return net->run_until([&] {
+      for (const auto& wc : a.poll(a.send_cq)) {
+        ++completed;
+        if (wc.status != WcStatus::success) ++failed;
+      }
+      return completed == expected;
+    });
+  }
+
+  Side a, b;
+  std::unique_ptr<SimNetwork> net;
+  std::uint64_t needed = 0;
+  int expected = 0, completed = 0, failed = 0;
+};
+
+}  // namespace
+
+TEST_CASE("behind a 64-packet tail-drop queue one QP's 64 KiB WRITEs resend at most half again their packets",
+          "[core][loss-window]") {
+  Blast blast(1, 64, 64);
+  REQUIRE(blast.run());
+  const auto& s = blast.net->stats[0];
+  INFO("sent " << s.sent << " for " << blast.needed << " packets, " << s.overflowed << " overflowed the queue");
+  CHECK(blast.failed == 0);
+  CHECK(s.overflowed > 0);  // the queue was the bottleneck
+  CHECK(s.sent <= blast.needed * 3 / 2);
+}
+
+// Their first windows alone (16 x 512 packets at once) overflow the queue seven times over.
+TEST_CASE("16 QPs into one 1024-packet queue all finish, sending at most 2.5 times their packets",
+          "[core][loss-window]") {
+  Blast blast(16, 16, 1024);
+  REQUIRE(blast.run());
+  const auto& s = blast.net->stats[0];
+  INFO("sent " << s.sent << " for " << blast.needed << " packets, " << s.overflowed << " overflowed the queue");
+  CHECK(blast.failed == 0);  // none ran out of retries
+  CHECK(s.overflowed > 0);
+  CHECK(s.sent <= blast.needed * 5 / 2);
+}
