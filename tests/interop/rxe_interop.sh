@@ -73,6 +73,9 @@ ip netns add "$probe_ns" 2>/dev/null || skip "cannot create network namespaces h
 ip netns del "$probe_ns"
 
 T0=$SECONDS
+# The logs sit beside the cache ($W.build.log): on a fresh machine ~/.cache may not exist yet,
+# and a log that cannot be opened skipped the whole matrix as "could not be built".
+mkdir -p "$(dirname "$W")"
 # rxe-guest.sh build rebuilds everything (~95 s under TCG); its output is what is cached.
 if [[ ! -s $W/out/initrd.img || ! -s $W/out/vmlinuz ]]; then
 	log "building the guest image once into $W (downloads ~280 MB)"
