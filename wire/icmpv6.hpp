@@ -98,7 +98,7 @@ struct NdRepr {
 
   // `ip` must be a whole IPv6 packet. unknown_opcode: not ICMPv6 (no extension headers are
   // followed), or another ICMPv6 message. Then s7.1.1/s7.1.2: invalid_field for a hop limit
-  // other than 255, a code other than 0, a multicast target, an NS from :: not to a
+  // other than 255, a code other than 0, a multicast source or target, an NS from :: not to a
   // solicited-node group or with a source address option, an NA with S set to a multicast
   // destination; bad_checksum; truncated for a message under 24 bytes or an option that runs
   // past the end; bad_length for an option of length 0.
@@ -112,6 +112,9 @@ struct NdRepr {
     if (m.size() < NeighborMessage::length) return Error::truncated;
     if (icmpv6_checksum(ip.src(), ip.dst(), m) != 0) return Error::bad_checksum;
     if (Icmpv6::code::get(m.data()) != 0) return Error::invalid_field;
+    // RFC 4291 s2.7: no packet comes from a multicast address (an answer to one would go to
+    // a group, marked solicited, which s7.1.2 forbids; the fuzzer found that answer).
+    if (is_multicast(ip.src())) return Error::invalid_field;
 
     NdRepr r;
     r.type = type;

@@ -80,6 +80,10 @@ TEST_CASE("NdRepr::parse refuses what RFC 4861 s7.1 calls invalid, and skips unk
   bad[2] ^= 0x80;
   CHECK(parse(packet(kA, group, bad)).error() == Error::bad_checksum);
   CHECK(parse(packet(kB, group, m)).error() == Error::bad_checksum);  // the pseudo-header counts
+  // From a multicast address (RFC 4291 s2.7), with a checksum good for that source.
+  std::vector<std::uint8_t> from_group(m.size());
+  ns.emit(group, group, from_group.data());
+  CHECK(parse(packet(group, group, from_group)).error() == Error::invalid_field);
   // From :: (duplicate address detection) an NS may not carry a source address option.
   const NdRepr probe{icmpv6_type::neighbor_solicitation, false, false, false, kB, std::nullopt};
   std::vector<std::uint8_t> dad(NeighborMessage::length);
