@@ -5,7 +5,6 @@
 // retries while the others fill the queue.
 #include <catch2/catch.hpp>
 #include <memory>
-#include <vector>
 
 #include "tests/core/engine_fixture.hpp"
 
@@ -21,29 +20,18 @@ constexpr std::uint32_t kPacketsPerMessage = kMessage / 1024;
 // once (a perftest ib_write_bw window); b's link back is clean.
 struct Blast {
   Blast(int qps, int messages, std::size_t queue) : a(ipv4_gid(1), 1 << 20), b(ipv4_gid(2), 1 << 20) {
-    std::vector<std::uint32_t> a_qpns, b_qpns;
-    QpOptions o;
-    for (int i = 0; i < qps; ++i) {
-      core::QpInitAttr init;
-      init.qp_type = core::QpType::rc;
-      init.pd = a.pd;
-      init.send_cq = init.recv_cq = a.send_cq;
-      init.cap = {1024, 16, 1, 1, 0};
-      a_qpns.push_back(a.dev->create_qp(init)->qpn);
-      init.pd = b.pd;
-      init.send_cq = init.recv_cq = b.send_cq;
-      b_qpns.push_back(b.dev->create_qp(init)->qpn);
-    }
-    for (int i = 0; i < qps; ++i) {
-      a.qpn = a_qpns[i];
-      connect(a, b_qpns[i], b.gid(), o.a_psn, o.b_psn, o);
-      b.qpn = b_qpns[i];
-      connect(b, a_qpns[i], a.gid(), o.b_psn, o.a_psn, o);
+    // QPNs are allocated from first_qpn in order, so a's QP i and b's QP i share a number (as Pair).
+    const std::uint32_t first = a.dev->config().first_qpn;
+    const std::uint32_t end = first + static_cast<std::uint32_t>(qps);
+    const QpOptions o;
+    for (std::uint32_t qpn = first; qpn != end; ++qpn) {
+      bring_up(a, qpn, b.gid(), o.a_psn, o.b_psn, o);
+      bring_up(b, qpn, a.gid(), o.b_psn, o.a_psn, o);
     }
     net = std::make_unique<SimNetwork>(*a.dev, *b.dev, 1);
     net->faults[0].queue = queue;
     net->faults[0].drain_every = 1000;  // 1 M packets/s
-    for (const std::uint32_t qpn : a_qpns) {
+    for (std::uint32_t qpn = first; qpn != end; ++qpn) {
       for (int m = 0; m < messages; ++m) {
         core::SendWr w;
         w.wr_id = qpn;
