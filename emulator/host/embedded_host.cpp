@@ -203,7 +203,11 @@ void EmbeddedHost::run() {
   // RNR timers start at 10 us (IBTA vol. 1 table 45); the default 50 us timer slack would
   // stretch them.
   prctl(PR_SET_TIMERSLACK, 1000UL);
-  request_short_slice();  // so that a packet's wake-up preempts a spinning application thread
+  // A short slice, so that a packet's wake-up preempts a spinning application thread; but
+  // while it spins beside a daemon's clients, which yield, the default, so that its own yields
+  // hand the core over (short_slice.hpp).
+  SliceSwitch slice;
+  slice.use_short();
   const int fd = backend_->fd();
   core::Time idle_since = steady_now();
   bool ready = true;
@@ -223,14 +227,17 @@ void EmbeddedHost::run() {
     const short write = tx_blocked_.load() ? POLLOUT : 0;
     const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
     if (now < lease_end) {
+      slice.use_short();
       sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
     } else if (now - idle_since < spin_ns_) {
+      if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.
       ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write)) || fd < 0;
       // Spinning must not keep a woken application thread off this core: on a machine with
       // few cores that turns a microsecond wait into a scheduler time slice.
       if (!ready || fd < 0) sched_yield();
     } else {
+      slice.use_short();
       sleep_until(now, until, static_cast<short>(POLLIN | write), source);
     }
   }

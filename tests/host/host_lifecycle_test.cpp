@@ -179,6 +179,29 @@ TEST_CASE("the progress thread asks for the shortest scheduler slice, and only i
   CHECK(host::requested_slice_ns(0) > host::kProgressSliceNs);
 }
 
+TEST_CASE("a slice switch moves its thread between the short slice and the kernel's default", "[host][sched]") {
+  if (!kernel_has_custom_slices()) {
+    WARN("this kernel predates per-thread slices (Linux 6.12): nothing to check");
+    return;
+  }
+  // On a thread of its own: the test's thread keeps the slice it has.
+  std::vector<std::uint64_t> seen;
+  std::thread([&] {
+    host::SliceSwitch slice;
+    slice.use_short();
+    seen.push_back(host::requested_slice_ns(0));
+    slice.use_default();
+    seen.push_back(host::requested_slice_ns(0));
+    slice.use_short();
+    seen.push_back(host::requested_slice_ns(0));
+  }).join();
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0] == host::kProgressSliceNs);
+  CHECK(seen[1] > host::kProgressSliceNs);  // the default, as an application thread has
+  CHECK(seen[1] == host::requested_slice_ns(0));
+  CHECK(seen[2] == host::kProgressSliceNs);
+}
+
 TEST_CASE("an idle host uses no more than 5% of a core", "[host][cpu]") {
   Node a("127.83.22.1"), b("127.83.22.2");
   RcPair p(a, b);
