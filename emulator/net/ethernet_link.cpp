@@ -14,6 +14,23 @@ constexpr wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 
 wire::Ipv4Address ipv4_of(const core::Gid& gid) { return {gid[12], gid[13], gid[14], gid[15]}; }
 
+// Whether a packet may come from this IP address. The engine answers a request's source
+// (its ACKs and READ responses go there), so one from a group would be answered to a group.
+// IPv4: RFC 1122 s3.2.1.3 (0.0.0.0 only while a host starts up, never 255.255.255.255; "MUST
+// silently discard" others) and RFC 1112 s6 (a host group never appears as a source). IPv6:
+// RFC 4291 s2.7 (multicast) and s2.5.2 (:: only before a host has an address, which a RoCE
+// peer does). The source MAC is not judged: answers go to the MAC that ARP or ND resolve, and
+// real captures from a NIC's sniffer carry group-bit source MACs on good frames
+// (m3_soft-roce__rdma-ping__uc__uc_sg_send__uc-sg.pcap).
+bool unicast_source(const wire::Ipv4Address& a) {
+  const bool unspecified = a == wire::Ipv4Address{0, 0, 0, 0};
+  const bool broadcast = a == wire::Ipv4Address{255, 255, 255, 255};
+  const bool multicast = (a[0] & 0xf0) == 0xe0;  // 224.0.0.0/4
+  return !unspecified && !broadcast && !multicast;
+}
+
+bool unicast_source(const wire::Ipv6Address& a) { return !wire::is_multicast(a) && a != wire::Ipv6Address{}; }
+
 }  // namespace
 
 EthernetLink::EthernetLink(wire::MacAddress mac, const core::Gid& gid, OnLink on_link)
@@ -90,6 +107,10 @@ std::optional<core::RxPacket> EthernetLink::take_roce(std::span<const std::uint8
       ++counters_.rx_not_ours;
       return std::nullopt;
     }
+    if (!unicast_source(view->src())) {
+      ++counters_.rx_malformed;
+      return std::nullopt;
+    }
     p.src_gid = gid_of(view->src());
     p.ipv4_id = wire::Ipv4::identification::get(layers->network.data());
   } else {
@@ -102,6 +123,10 @@ std::optional<core::RxPacket> EthernetLink::take_roce(std::span<const std::uint8
     }
     if (view->dst() != gid_) {
       ++counters_.rx_not_ours;
+      return std::nullopt;
+    }
+    if (!unicast_source(view->src())) {
+      ++counters_.rx_malformed;
       return std::nullopt;
     }
     p.src_gid = view->src();

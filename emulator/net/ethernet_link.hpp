@@ -12,7 +12,9 @@
 //   (RFC 791), not a fragment (annex A17.4.3: RoCEv2 sets DF); its Identification goes to the
 //   engine (RxPacket::ipv4_id), which then checks the ICRC over the real header in one try.
 //   IPv6: a UDP checksum that is not 0 (RFC 8200 s8.1; its value is left to the ICRC, which
-//   covers the same bytes). Everything else is counted and dropped, except ARP and ND of our
+//   covers the same bytes). A packet from an IP address that cannot send (a multicast group,
+//   a broadcast, the unspecified address) is malformed: the engine would
+//   answer it to a group. Everything else is counted and dropped, except ARP and ND of our
 //   family; those of the other family are not ours.
 // - ARP: a request for our IP is answered; the sender of any request or reply addressed to
 //   us is learnt (RFC 826's "merge"), so the peer that asks for us is reachable at once.

@@ -106,10 +106,11 @@ Bytes icmpv6_frame(const wire::MacAddress& dst_mac, const wire::MacAddress& src_
 }
 
 // A RoCEv2-over-IPv6 frame from the peer to `dst` (its payload does not matter to the link).
-Bytes roce_frame(const wire::MacAddress& dst_mac, const core::Gid& dst, const Bytes& payload) {
+Bytes roce_frame(const wire::MacAddress& dst_mac, const core::Gid& dst, const Bytes& payload,
+                 const core::Gid& src = kPeerIp) {
   const wire::EthernetRepr eth{dst_mac, kPeerMac, -1};
   core::Endpoints route;
-  route.src = kPeerIp;
+  route.src = src;
   route.dst = dst;
   route.src_port = 0xC123;
   const std::size_t headers = net::roce_headers_length(eth, route);
@@ -329,6 +330,16 @@ TEST_CASE("an IPv6 link drops other addresses, zero UDP checksums, IPv4 and the 
   CHECK(link.counters().rx_malformed == 1);
   CHECK(link.counters().rx_roce == 0);
   CHECK(link.counters().rx_nd == 0);
+}
+
+TEST_CASE("RoCEv2 over IPv6 from a multicast source or :: is malformed (RFC 4291 s2.7, s2.5.2)",
+          "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, kOurIp);
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, kPayload, kAllNodes)));
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, kPayload, kUnspecified)));
+  CHECK(link.counters().rx_malformed == 2);
+  CHECK(link.counters().rx_roce == 0);
+  CHECK(link.receive(roce_frame(kOurMac, kOurIp, kPayload)));  // the same from the peer passes
 }
 
 TEST_CASE("an IPv6 link refuses packets to IPv4-mapped GIDs and sends multicast to the group's MAC",

@@ -36,10 +36,11 @@ std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& ds
 // A RoCEv2 frame from the peer to `dst_ip` carrying `payload` (its contents do not matter to
 // the link), with IPv4 ID `id`.
 std::vector<std::uint8_t> roce_frame(const wire::MacAddress& dst_mac, const wire::Ipv4Address& dst_ip, std::uint16_t id,
-                                     const std::vector<std::uint8_t>& payload) {
-  const wire::EthernetRepr eth{dst_mac, kPeerMac, -1};
+                                     const std::vector<std::uint8_t>& payload, const wire::Ipv4Address& src_ip = kPeerIp,
+                                     const wire::MacAddress& src_mac = kPeerMac) {
+  const wire::EthernetRepr eth{dst_mac, src_mac, -1};
   core::Endpoints route;
-  route.src = net::gid_of(kPeerIp);
+  route.src = net::gid_of(src_ip);
   route.dst = net::gid_of(dst_ip);
   route.src_port = 0xC123;
   route.ipv4_id = id;
@@ -118,6 +119,23 @@ TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as mal
   CHECK(link.counters().rx_malformed == 4);
   CHECK(link.counters().rx_roce == 0);
   CHECK(link.receive(good));  // and the good one still passes
+}
+
+TEST_CASE("RoCEv2 from an IPv4 source that cannot send is malformed (RFC 1122 s3.2.1.3, RFC 1112 s6)",
+          "[ethernet_link]") {
+  net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, {224, 0, 0, 1})));
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, {239, 255, 255, 255})));
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, {255, 255, 255, 255})));
+  CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, {0, 0, 0, 0})));
+  CHECK(link.counters().rx_malformed == 4);
+  CHECK(link.counters().rx_roce == 0);
+  // Just below 224.0.0.0/4 is an ordinary unicast source. A group-bit source MAC is let
+  // through: real sniffer captures carry them on good frames, and answers go to the MAC that
+  // ARP resolves.
+  CHECK(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, {223, 255, 255, 254})));
+  CHECK(link.receive(roce_frame(kOurMac, kOurIp, 0, kPayload, kPeerIp, {0x11, 0x7c, 0x32, 0xef, 0x44, 0xde})));
+  CHECK(link.counters().rx_roce == 2);
 }
 
 TEST_CASE("an ARP request for our IP is answered to its sender, who is learnt (RFC 826)", "[ethernet_link]") {
