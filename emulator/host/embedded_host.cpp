@@ -120,7 +120,7 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   }
   if (sent) {
     after_call(lock, now, Sending::now);  // sends the rest and the ACKs the packets called for
-    last_poll_.store(steady_now(), std::memory_order_relaxed);
+    last_call_.store(steady_now(), std::memory_order_relaxed);
   }
   return n;
 }
@@ -165,7 +165,7 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
 }
 
 void EmbeddedHost::note_poll(core::Time now) {
-  const core::Time last = last_poll_.exchange(now, std::memory_order_relaxed);
+  const core::Time last = last_call_.exchange(now, std::memory_order_relaxed);
   if (now - last >= kBusyPollGap) {
     polls_.store(1, std::memory_order_relaxed);
   } else if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {

@@ -197,7 +197,7 @@ class EmbeddedHost {
   // or the last post() was (posts between polls keep a streak going: a sender posts a burst
   // between its polls), and until when the progress thread leaves the socket to the application.
   std::atomic<std::uint32_t> polls_{0};
-  std::atomic<core::Time> last_poll_{0};
+  std::atomic<core::Time> last_call_{0};
   std::atomic<core::Time> app_polls_until_{0};
   std::thread thread_;
 };
@@ -222,7 +222,7 @@ auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   const core::Time now = steady_now();
   auto result = std::forward<F>(f)(device_, now);
   after_call(lock, now, Sending::at_next_poll);
-  last_poll_.store(steady_now(), std::memory_order_relaxed);
+  last_call_.store(steady_now(), std::memory_order_relaxed);
   return result;
 }
 
