@@ -145,10 +145,13 @@ HostStats EmbeddedHost::stats() {
           faults_ ? faults_->stats() : FaultStats{}, backend_->port_counters()};
 }
 
+thread_local bool EmbeddedHost::pulling_ = false;
+
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
   const bool for_poll = sending == Sending::at_next_poll && now < lease_end;
-  const bool more = !for_poll && transmit(now).more;
+  // After a pull the progress thread steps at once (run()), and that step transmits.
+  const bool more = !for_poll && sending != Sending::after_pull && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
   if (for_poll) {
@@ -214,7 +217,12 @@ void EmbeddedHost::run() {
   while (!stopping_.load()) {
     loops_.fetch_add(1);
     WorkSource* source = work_source_.load();
+    pulling_ = true;
     const bool pulled = source != nullptr && source->pull();
+    pulling_ = false;
+    // What the pull posted waits in the engine for the steps that follow (post()), socket
+    // ready or not; they go on while they find work.
+    if (pulled) ready = true;
     if ((ready && progress()) || pulled) {
       idle_since = steady_now();
       continue;  // look again at once: one step sends a bounded number of packets

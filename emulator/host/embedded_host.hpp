@@ -115,7 +115,9 @@ class EmbeddedHost {
   // packets wait for its next poll_cq(), which sends everything posted since in one batch (one
   // sendmmsg, runs of equal packets as one GSO datagram), as a NIC fetches a burst of WQEs per
   // doorbell; if the application stops polling, the progress thread sends them at the lease's
-  // end. Not busy-polling: as call().
+  // end. On the progress thread inside WorkSource::pull() (the daemon's work rings), the
+  // packets wait for the step that follows the pull, so one pull's posts leave as one batch.
+  // Otherwise: as call().
   template <class F>
   auto post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
 
@@ -164,7 +166,7 @@ class EmbeddedHost {
   // look again. at_next_poll (post()): while the application busy-polls, what the call queued
   // waits for its next poll_cq(), and the progress thread sends it at the lease's end if no
   // poll came first.
-  enum class Sending { now, at_next_poll };
+  enum class Sending { now, at_next_poll, after_pull };
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
@@ -183,6 +185,9 @@ class EmbeddedHost {
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
   std::vector<std::uint32_t> unused_completed_cqs_;     // without a sink; guarded by mutex_
   std::atomic<WorkSource*> work_source_{nullptr};
+  // The progress thread is in WorkSource::pull(): its posts wait for the step after it. Set
+  // only by that thread around the pull, so read on another thread it is always false.
+  static thread_local bool pulling_;
   std::atomic<std::uint64_t> loops_{0};  // progress loop iterations begun (set_work_source waits on it)
   EventDelivery events_;
   Doorbell doorbell_;
@@ -221,7 +226,7 @@ auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   std::unique_lock lock(mutex_);
   const core::Time now = steady_now();
   auto result = std::forward<F>(f)(device_, now);
-  after_call(lock, now, Sending::at_next_poll);
+  after_call(lock, now, pulling_ ? Sending::after_pull : Sending::at_next_poll);
   last_call_.store(steady_now(), std::memory_order_relaxed);
   return result;
 }

@@ -1,7 +1,13 @@
 // EmbeddedHost::post (the shim's ibv_post_send): while the application busy-polls a CQ, posted
 // packets wait for its next poll_cq and leave together; otherwise, and when it stops polling,
-// they leave without it. Counted at the sender's UDP socket, received byte-exact at the peer.
+// they leave without it. Posts a work source (softrdmad's rings) makes in its pull leave together
+// after it. Counted at the sender's UDP socket, received byte-exact at the peer.
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "tests/host/host_fixture.hpp"
 
@@ -117,6 +123,97 @@ TEST_CASE("without busy-polling, a posted SEND has left when the post returns", 
   post_sends(a, p.qa, 0, 1);
   CHECK(udp_sent(a) == before + 1);
   expect_received(a, b, 1, 0);
+}
+
+// softrdmad's posts come through WorkSource::pull() on the progress thread. This source posts
+// `wrs` once and notes the sender's counters just before. It posts on its third pull: the first
+// (after the doorbell) reports work, the second none, and so the third comes while the thread
+// spins on a socket it has just found empty, when only the posts themselves can make it step.
+class PostsOnce final : public host::WorkSource {
+ public:
+  PostsOnce(Node& n, std::uint32_t qpn, std::vector<core::SendWr> wrs) : n_(n), qpn_(qpn), wrs_(std::move(wrs)) {
+    n_.host->set_work_source(this);
+    // The progress thread may be asleep: ring the doorbell, as a daemon client's first post does.
+    const std::uint64_t one = 1;
+    REQUIRE(::write(n_.host->doorbell_fd(), &one, sizeof one) == sizeof one);
+  }
+  ~PostsOnce() override { n_.host->set_work_source(nullptr); }
+
+  bool pull() override {
+    if (posted_.load()) return false;
+    if (++pulls_ == 1) return true;
+    if (pulls_ == 2) return false;
+    before_ = n_.host->stats();
+    // One post per WR, as the daemon makes one per ring record.
+    for (const core::SendWr& wr : wrs_) {
+      err_ = n_.host->post([&](core::Device& d, core::Time now) { return d.post_send(now, qpn_, wr); });
+      if (err_ != 0) break;
+    }
+    posted_.store(true);
+    return true;
+  }
+  bool going_to_sleep() override { return !posted_.load(); }
+  void woke() override {}
+
+  // The counters before the posts and the post's result, once the pull has happened.
+  std::optional<std::pair<host::HostStats, int>> result() const {
+    if (!posted_.load()) return std::nullopt;
+    return std::pair(before_, err_);
+  }
+
+ private:
+  Node& n_;
+  const std::uint32_t qpn_;
+  const std::vector<core::SendWr> wrs_;
+  int pulls_ = 0;  // the progress thread's alone
+  std::atomic<bool> posted_{false};
+  host::HostStats before_;
+  int err_ = 0;
+};
+
+TEST_CASE("posts made inside a work source's pull leave together in the step after it", "[host][batching]") {
+  constexpr int kCount = 32;
+  Node a("127.83.83.1"), b("127.83.83.2");
+  RcPair p(a, b);
+  fill_pattern(a.buffer, 0, kCount * kMessage, 83);
+  post_receives(b, p.qb, kCount);
+  std::vector<core::SendWr> wrs;
+  for (int i = 0; i < kCount; ++i) wrs.push_back(make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(i * kMessage, kMessage)}));
+  PostsOnce source(a, p.qa, std::move(wrs));
+  REQUIRE(eventually([&] { return source.result().has_value(); }));
+  const auto [before, err] = *source.result();
+  REQUIRE(err == 0);
+  expect_received(a, b, kCount, 0);
+  const host::HostStats after = a.host->stats();
+  CHECK(after.udp.tx_packets - before.udp.tx_packets == kCount);
+  // Sent one by one, each post would have been a datagram of its own, none of them GSO.
+  CHECK(after.udp.tx_gso_datagrams - before.udp.tx_gso_datagrams >= 1);
+  CHECK(after.udp.tx_gso_datagrams - before.udp.tx_gso_datagrams <= kCount / 2);
+}
+
+TEST_CASE("a pull that posts more than one step sends still gets it all sent with nothing else to wake the host",
+          "[host][batching]") {
+  // Both QPs on one device: the packets loop back and never make its socket readable, and no
+  // retransmission timer runs (timeout 0 is infinite, IBTA vol. 1 s11.2.4.2), as on a UC QP:
+  // the progress thread has no other reason to step.
+  constexpr int kWrites = 8;
+  constexpr std::uint32_t kSize = 64 * 1024;  // 64 packets each at MTU 1024: 512 in all
+  Node a("127.83.84.1");
+  RcOptions no_timer;
+  no_timer.timeout = 0;
+  RcPair p(a, a, no_timer);
+  fill_pattern(a.buffer, 0, kWrites * kSize, 84);
+  std::vector<core::SendWr> wrs;
+  for (int i = 0; i < kWrites; ++i) {
+    const std::size_t at = static_cast<std::size_t>(i) * kSize;
+    wrs.push_back(remote_wr(WrOpcode::rdma_write, static_cast<std::uint64_t>(i), {a.sge(at, kSize)},
+                            a.addr(kWrites * kSize + at), a.mr.rkey));
+  }
+  PostsOnce source(a, p.qa, std::move(wrs));
+  REQUIRE(eventually([&] { return source.result().has_value(); }));
+  REQUIRE(source.result()->second == 0);
+  for (const core::Wc& wc : a.wait(a.send_cq, kWrites)) CHECK(wc.status == WcStatus::success);
+  CHECK(std::memcmp(a.buffer.data(), a.buffer.data() + kWrites * kSize, kWrites * kSize) == 0);
 }
 
 }  // namespace
