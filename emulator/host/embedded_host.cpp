@@ -150,7 +150,7 @@ thread_local bool EmbeddedHost::pulling_ = false;
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
   const bool for_poll = sending == Sending::at_next_poll && now < lease_end;
-  // After a pull the progress thread steps at once (run()), and that step transmits.
+  // After a pull the progress thread sends what it posted (send_pulled()).
   const bool more = !for_poll && sending != Sending::after_pull && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
@@ -220,9 +220,7 @@ void EmbeddedHost::run() {
     pulling_ = true;
     const bool pulled = source != nullptr && source->pull();
     pulling_ = false;
-    // What the pull posted waits in the engine for the steps that follow (post()), socket
-    // ready or not; they go on while they find work.
-    if (pulled) ready = true;
+    if (pulled) send_pulled();
     if ((ready && progress()) || pulled) {
       idle_since = steady_now();
       continue;  // look again at once: one step sends a bounded number of packets
@@ -249,6 +247,13 @@ void EmbeddedHost::run() {
       sleep_until(now, until, static_cast<short>(POLLIN | write), source);
     }
   }
+}
+
+void EmbeddedHost::send_pulled() {
+  // A step would receive first: a system call the posted packets need not wait for. More than
+  // one step's worth kicks the doorbell (after_call), so that the next pass steps for the rest.
+  std::unique_lock lock(mutex_);
+  after_call(lock, steady_now(), Sending::now);
 }
 
 bool EmbeddedHost::progress() {

@@ -116,7 +116,7 @@ class EmbeddedHost {
   // sendmmsg, runs of equal packets as one GSO datagram), as a NIC fetches a burst of WQEs per
   // doorbell; if the application stops polling, the progress thread sends them at the lease's
   // end. On the progress thread inside WorkSource::pull() (the daemon's work rings), the
-  // packets wait for the step that follows the pull, so one pull's posts leave as one batch.
+  // packets wait for the pull's end, so that one pull's posts leave as one batch.
   // Otherwise: as call().
   template <class F>
   auto post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
@@ -152,6 +152,7 @@ class EmbeddedHost {
   };
 
   void run();                // the progress thread
+  void send_pulled();        // after a pull: sends what its posts queued (post())
   bool progress();           // one step under the lock, then events; whether anything happened
   bool step(core::Time now);  // receive, timers, transmit, events; the lock is held
   std::size_t receive(core::Time now);
@@ -185,7 +186,7 @@ class EmbeddedHost {
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
   std::vector<std::uint32_t> unused_completed_cqs_;     // without a sink; guarded by mutex_
   std::atomic<WorkSource*> work_source_{nullptr};
-  // The progress thread is in WorkSource::pull(): its posts wait for the step after it. Set
+  // The progress thread is in WorkSource::pull(): its posts wait for send_pulled(). Set
   // only by that thread around the pull, so read on another thread it is always false.
   static thread_local bool pulling_;
   std::atomic<std::uint64_t> loops_{0};  // progress loop iterations begun (set_work_source waits on it)

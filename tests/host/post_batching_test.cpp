@@ -171,7 +171,7 @@ class PostsOnce final : public host::WorkSource {
   int err_ = 0;
 };
 
-TEST_CASE("posts made inside a work source's pull leave together in the step after it", "[host][batching]") {
+TEST_CASE("posts made inside a work source's pull leave together when the pull ends", "[host][batching]") {
   constexpr int kCount = 32;
   Node a("127.83.83.1"), b("127.83.83.2");
   RcPair p(a, b);
