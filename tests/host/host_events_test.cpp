@@ -1,5 +1,8 @@
 // Completion-channel and async events leave the engine through the host's handlers: from the
 // progress thread when nobody else is calling in, and from the calling thread after a verb.
+// Completions reach the completion sink (softrdmad's CQ rings) before the ACKs they call for leave.
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -89,6 +92,27 @@ TEST_CASE("an async event raised by a verb reaches the handler", "[host][events]
   REQUIRE(seen.asyncs.size() == 1);
   CHECK(seen.asyncs[0].type == core::AsyncEventType::qp_last_wqe_reached);
   CHECK(seen.asyncs[0].element == qpn);
+}
+
+TEST_CASE("a received SEND's completion reaches the completion sink before its ACK is sent", "[host][events]") {
+  Node a("127.83.12.1"), b("127.83.12.2");
+  RcPair p(a, b);
+  // softrdmad's sink copies completions into its clients' CQ rings. b's application never calls
+  // in, so b's progress thread receives the SEND; the packets b's QP had sent when the sink
+  // first saw the receive completion tell whether the ACK went first.
+  std::atomic<std::int64_t> sent_when_seen{-1};
+  std::vector<std::uint32_t> completed;  // the sink runs under b's host lock
+  b.host->set_completion_sink([&](core::Device& d) {
+    d.take_completed_cqs(completed);
+    if (sent_when_seen.load() < 0 && std::find(completed.begin(), completed.end(), b.recv_cq) != completed.end())
+      sent_when_seen.store(static_cast<std::int64_t>(d.qp(p.qb)->counters.sent_pkts));
+  });
+  b.post_recv(p.qb, 1, 0, 64);
+  a.post_send(p.qa, make_wr(core::WrOpcode::send, 1, {a.sge(0, 16)}));
+  REQUIRE(eventually([&] { return sent_when_seen.load() >= 0; }));
+  CHECK(sent_when_seen.load() == 0);
+  CHECK(a.wait(a.send_cq, 1).front().status == core::WcStatus::success);  // the ACK left after it
+  b.host->set_completion_sink(nullptr);
 }
 
 }  // namespace
