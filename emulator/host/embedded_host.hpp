@@ -154,7 +154,7 @@ class EmbeddedHost {
   void run();                // the progress thread
   void send_pulled();        // after a pull: sends what its posts queued (post())
   bool progress();           // one step under the lock, then events; whether anything happened
-  bool step(core::Time now);  // receive, timers, transmit, events; the lock is held
+  bool step(core::Time now);  // receive (and hand on what it completed), timers, transmit, events; the lock is held
   std::size_t receive(core::Time now);
   std::size_t deliver(core::Time now, std::span<const core::RxPacket> packets);  // through faults and capture
   core::Time next_wakeup() const;  // the engine's deadline or a held packet's, 0 for none
