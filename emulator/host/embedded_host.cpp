@@ -150,8 +150,7 @@ thread_local bool EmbeddedHost::pulling_ = false;
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
   const bool for_poll = sending == Sending::at_next_poll && now < lease_end;
-  // After a pull the progress thread sends what it posted (send_pulled()).
-  const bool more = !for_poll && sending != Sending::after_pull && transmit(now).more;
+  const bool more = !for_poll && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
   if (for_poll) {

@@ -167,7 +167,7 @@ class EmbeddedHost {
   // look again. at_next_poll (post()): while the application busy-polls, what the call queued
   // waits for its next poll_cq(), and the progress thread sends it at the lease's end if no
   // poll came first.
-  enum class Sending { now, at_next_poll, after_pull };
+  enum class Sending { now, at_next_poll };
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
@@ -227,7 +227,8 @@ auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   std::unique_lock lock(mutex_);
   const core::Time now = steady_now();
   auto result = std::forward<F>(f)(device_, now);
-  after_call(lock, now, pulling_ ? Sending::after_pull : Sending::at_next_poll);
+  // In a pull, send_pulled() sends, collects and publishes the deadline once for all its posts.
+  if (!pulling_) after_call(lock, now, Sending::at_next_poll);
   last_call_.store(steady_now(), std::memory_order_relaxed);
   return result;
 }
