@@ -11,6 +11,7 @@
 
 #include "emulator/host/loopback_address.hpp"
 #include "emulator/host/short_slice.hpp"
+#include "emulator/host/spin_budget.hpp"
 #include "emulator/net/udp_backend.hpp"
 #include "wire/udp.hpp"
 
@@ -211,7 +212,7 @@ void EmbeddedHost::run() {
   SliceSwitch slice;
   slice.use_short();
   const int fd = backend_->fd();
-  core::Time idle_since = steady_now();
+  SpinBudget budget(spin_ns_, steady_now());
   bool ready = true;
   while (!stopping_.load()) {
     loops_.fetch_add(1);
@@ -221,7 +222,7 @@ void EmbeddedHost::run() {
     pulling_ = false;
     if (pulled) send_pulled();
     if ((ready && progress()) || pulled) {
-      idle_since = steady_now();
+      budget.worked(steady_now());
       continue;  // look again at once: one step sends a bounded number of packets
     }
     ready = true;
@@ -234,7 +235,7 @@ void EmbeddedHost::run() {
     if (now < lease_end) {
       slice.use_short();
       sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
-    } else if (now - idle_since < spin_ns_) {
+    } else if (budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.
       ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write)) || fd < 0;

@@ -5,9 +5,9 @@
 // transmits and delivers events; application threads take two short cuts so that latency
 // does not wait for a thread handoff: call() sends what a verbs call queued (post_send's
 // packets leave from the posting thread), and poll_cq() runs a receive step itself when the
-// CQ is empty. After activity the thread keeps looking for work for HostConfig::spin, then
-// sleeps in ppoll() until the socket is readable, a kick or the engine's next deadline, so
-// an idle device costs no CPU. While an application thread busy-polls a CQ (and so receives
+// CQ is empty. After activity the thread keeps looking for work for HostConfig::spin (of its
+// own passes, spin_budget.hpp), then sleeps in ppoll() until the socket is readable, a kick or
+// the engine's next deadline, so an idle device costs no CPU. While an application thread busy-polls a CQ (and so receives
 // itself), the thread leaves the socket to it and wakes only for timers and kicks: two
 // threads contending for every packet would halve a two-core machine.
 #pragma once
@@ -42,7 +42,8 @@ struct HostConfig {
   std::optional<std::string> ip;
   // The device's limits. Its GID table is replaced by the bound address's GID, at index 0.
   core::DeviceConfig device;
-  // How long the progress thread keeps looking for work after activity before it sleeps.
+  // How long the progress thread keeps looking for work after activity before it sleeps, in
+  // its own passes: time it spends preempted does not count (spin_budget.hpp).
   std::chrono::nanoseconds spin = std::chrono::microseconds(50);
   // Write every packet sent and received to this pcap file (net/capture_stage.hpp); none: off.
   std::optional<std::string> capture_path;
