@@ -7,9 +7,9 @@
 // packets leave from the posting thread), and poll_cq() runs a receive step itself when the
 // CQ is empty. After activity the thread keeps looking for work for HostConfig::spin (of its
 // own passes, spin_budget.hpp), then sleeps in ppoll() until the socket is readable, a kick or
-// the engine's next deadline, so an idle device costs no CPU. While an application thread busy-polls a CQ (and so receives
-// itself), the thread leaves the socket to it and wakes only for timers and kicks: two
-// threads contending for every packet would halve a two-core machine.
+// the engine's next deadline, so an idle device costs no CPU. While an application thread
+// busy-polls a CQ (and so receives itself), the thread leaves the socket to it and wakes only
+// for timers and kicks: two threads contending for every packet would halve a two-core machine.
 #pragma once
 
 #include <atomic>

@@ -7,7 +7,7 @@
 // also counted the time the thread spent preempted. On a machine with fewer cores than busy
 // threads the scheduler takes the core away for longer than the whole 50 us spin, so the thread
 // went to sleep on its first idle pass back, in the middle of a stream: between two softrdmad
-// daemons joined by net_memif, ib_write_bw 64 B ran at 0.76-0.90 M msg/s in runs where the
+// daemons joined by net_memif, ib_write_bw 64 B ran at 0.76-0.94 M msg/s in runs where the
 // daemons slept 4-5 thousand times a second, and at 1.4-1.5 where they did not. So a pass counts
 // for the wall time since the previous one only up to kLongestPass: a pass that looks at the
 // work rings and the port and yields takes a few microseconds, and the rest of a longer gap was

@@ -39,7 +39,7 @@ TEST_CASE("work starts the spin again", "[spin]") {
 
 TEST_CASE("a clock read before the last pass counts nothing", "[spin]") {
   // Times come from one monotonic clock, but a caller may pass a reading taken just before the
-  // one worked() got; that must not wrap around to a huge pass.
+  // previous one (here the constructor's); that must not wrap around to a huge pass.
   SpinBudget budget(5'000, 10'000);
   CHECK(budget.keep_spinning(9'000));
   CHECK(budget.keep_spinning(12'000));
