@@ -25,7 +25,12 @@ enum class Error : std::uint8_t {
   bad_crc,            // a CRC that was checked did not match
   bad_buffer_model,   // DDP tagged flag or queue number not the one the RDMAP opcode uses (RFC 5040 s4.2)
   bad_checksum,       // an Internet checksum (RFC 1071) that does not add up
-  invalid_field,      // a value the protocol's validity rules refuse (ND: RFC 4861 s7.1.1, s7.1.2)
+  invalid_field,      // a value the protocol's validity rules refuse (ND: RFC 4861 s7.1.1, s7.1.2;
+                      // CM: a reserved code point, IBTA vol. 1 ch. 12.6)
+  unsupported_class,  // a MAD whose management class is not the one the codec decodes (IBTA vol. 1 s13.4.4)
+  unsupported_attribute,  // a MAD attribute the codec does not decode (CM: ClassPortInfo, LAP, APR, undefined IDs)
+  bad_qkey,           // a packet to QP1 without QP1's well-known Q_Key 0x80010000 (IBTA vol. 1 ch. 13.5)
+  bad_source_qp,      // a packet to QP1 that does not come from QP1 (IBTA vol. 1 ch. 13.5: GMPs go GSI to GSI)
 };
 
 constexpr std::string_view name(Error e) {
@@ -45,6 +50,10 @@ constexpr std::string_view name(Error e) {
     case Error::bad_buffer_model: return "bad_buffer_model";
     case Error::bad_checksum: return "bad_checksum";
     case Error::invalid_field: return "invalid_field";
+    case Error::unsupported_class: return "unsupported_class";
+    case Error::unsupported_attribute: return "unsupported_attribute";
+    case Error::bad_qkey: return "bad_qkey";
+    case Error::bad_source_qp: return "bad_source_qp";
   }
   return "unknown_error";
 }
