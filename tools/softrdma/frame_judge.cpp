@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "wire/cm_mad.hpp"
+
 namespace softrdma::dump {
 namespace {
 
@@ -32,7 +34,45 @@ bool cut_by_capture(const net::CapturedPacket& pkt) {
   return declared > l3.size();
 }
 
+// CM attributes that IBTA defines (ch. 12.6: ClassPortInfo, LAP, APR) and that
+// wire::parse_cm_mad() refuses as unsupported_attribute because it does not decode them.
+bool undecoded_cm_attribute(std::uint16_t id) {
+  const auto a = static_cast<wire::CmAttr>(id);
+  return a == wire::CmAttr::class_port_info || a == wire::CmAttr::lap || a == wire::CmAttr::apr;
+}
+
 }  // namespace
+
+bool is_gmp(const wire::IbPacket& p) {
+  const std::uint8_t* deth = p.ext(wire::Ext::deth);
+  if (!deth || wire::transport_of(p.opcode()) != wire::Transport::ud) return false;
+  return p.dest_qp() == wire::kGsiQpn || wire::Deth::src_qp::get(deth) == wire::kGsiQpn;
+}
+
+std::optional<wire::Error> judge_gmp(const wire::IbPacket& p) {
+  if (!is_gmp(p)) return std::nullopt;
+  const std::uint8_t* deth = p.ext(wire::Ext::deth);
+  if (p.dest_qp() == wire::kGsiQpn) {
+    if (wire::Deth::qkey::get(deth) != wire::kGsiQkey) return wire::Error::bad_qkey;
+    if (wire::Deth::src_qp::get(deth) != wire::kGsiQpn) return wire::Error::bad_source_qp;
+  }
+  const std::span<const std::uint8_t> mad = p.payload();
+  if (mad.size() < wire::kMadLength) return wire::Error::truncated;
+  if (mad.size() > wire::kMadLength) return wire::Error::bad_length;
+  if (wire::Mad::base_version::get(mad.data()) != wire::kMadBaseVersion) return wire::Error::bad_version;
+  if (wire::Mad::mgmt_class::get(mad.data()) != wire::kCmClass) return std::nullopt;
+  const auto cm = wire::parse_cm_mad(mad);
+  if (!cm) {
+    if (cm.error() == wire::Error::unsupported_attribute && undecoded_cm_attribute(wire::Mad::attribute_id::get(mad.data())))
+      return std::nullopt;
+    return cm.error();
+  }
+  // Annex A11: a REQ to an IP CM service ID opens its private data with the IP CM header.
+  if (const auto* req = std::get_if<wire::CmReq>(&cm->message); req && wire::ip_cm_service(req->service_id)) {
+    if (const auto h = wire::parse_ip_cm_header(req->private_data); !h) return h.error();
+  }
+  return std::nullopt;
+}
 
 RoceJudgement judge_roce(const net::CapturedPacket& pkt) {
   RoceJudgement j;
@@ -45,6 +85,12 @@ RoceJudgement judge_roce(const net::CapturedPacket& pkt) {
       j.kind = cut_by_capture(pkt) ? FrameKind::truncated : FrameKind::malformed;
     const auto layers = wire::RoceLayers::locate(pkt.data);
     if (j.kind == FrameKind::malformed && layers && !layers->ib.empty()) j.claimed_opcode = layers->ib[0];
+    return j;
+  }
+  if (const auto mad_error = judge_gmp(frame->ib())) {
+    j.kind = FrameKind::malformed;
+    j.error = *mad_error;
+    j.claimed_opcode = frame->ib().bth()[0];
     return j;
   }
   j.kind = FrameKind::roce;
