@@ -7,15 +7,17 @@
 
 #include <cstring>
 
+#include "emulator/core/node_guid.hpp"
+
 namespace softrdma::shim {
 
 Gid roce_v2_gid(const IpAddress& address) { return address.bytes; }
 
 Guid node_guid(const IpAddress& address) {
-  const auto& a = address.bytes;
-  if (address.is_v4()) return Guid{0x02, 0x00, a[12], 0xff, 0xfe, a[13], a[14], a[15]};
-  const std::uint8_t first = static_cast<std::uint8_t>((a[10] | 0x02) & ~0x01);
-  return Guid{first, a[11], a[12], 0xff, 0xfe, a[13], a[14], a[15]};
+  const std::uint64_t guid = core::node_guid(address.bytes);
+  Guid out{};
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<std::uint8_t>(guid >> (8 * (out.size() - 1 - i)));
+  return out;
 }
 
 namespace {

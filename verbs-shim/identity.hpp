@@ -22,13 +22,7 @@ using Guid = std::array<std::uint8_t, 8>;  // big-endian, as ibv_get_device_guid
 // address itself (IBTA annex A17.4.5.1); IpAddress already holds that form.
 Gid roce_v2_gid(const IpAddress& address);
 
-// Node GUID: the EUI-64 of a locally administered MAC (FF:FE inserted in the middle, no bit
-// flipping: IB GUIDs are EUI-64s, not IPv6 interface ids).
-// - IPv4 a.b.c.d: the MAC 02:00:a:b:c:d. 127.0.0.1 gives 0200:7fff:fe00:0001.
-// - IPv6: the MAC made of the address's low 48 bits, with the locally administered bit (0x02)
-//   set and the group bit (0x01) cleared in its first octet. fd53:7264:6d61::1 gives
-//   0200:00ff:fe00:0001 and ::2 0200:00ff:fe00:0002: hosts numbered within one prefix differ.
-// The 0x02 bit keeps it out of every vendor's IEEE-assigned range.
+// Node GUID: core::node_guid of the address's GID (emulator/core/node_guid.hpp), big-endian.
 Guid node_guid(const IpAddress& address);
 
 // The interface that holds the address, if any: its index (GID entries report it as

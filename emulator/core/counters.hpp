@@ -42,8 +42,19 @@ struct QpCounters {
   }
 };
 
+// QP1's: the communication manager's MADs (connection_manager.hpp).
+struct CmCounters {
+  std::uint64_t mads_sent = 0;
+  std::uint64_t mads_received = 0;
+  std::uint64_t mads_resent = 0;  // retries after a timeout, and answers to duplicates
+  std::uint64_t malformed = 0;    // refused by the MAD codec
+  std::uint64_t unmatched = 0;    // for no connection, or one whose state takes none
+  std::uint64_t rejects_sent = 0;
+};
+
 struct DeviceCounters {
   QpCounters qps;                 // the sum over QPs, destroyed ones included
+  CmCounters cm;                  // QP1
   std::uint64_t icrc_err = 0;     // packets dropped for a bad ICRC
   std::uint64_t icrc_ipv4_id_solved = 0;  // accepted with a non-zero IPv4 ID solved for (rxe)
   std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check

@@ -19,6 +19,7 @@
 #include <span>
 #include <vector>
 
+#include "emulator/core/connection_manager.hpp"
 #include "emulator/core/counters.hpp"
 #include "emulator/core/expected.hpp"
 #include "emulator/core/handle_table.hpp"
@@ -185,6 +186,11 @@ class Device {
   void advance(Time now);
   std::optional<Time> next_deadline() const;
 
+  // The communication manager of port 1, on QP1 (connection_manager.hpp): consumers call it
+  // directly; its MADs leave through transmit() and its timers run in advance().
+  ConnectionManager& cm() { return cm_; }
+  std::optional<CmEvent> next_cm_event() { return cm_.next_event(); }
+
   // The device's counters; `qps` sums every QP's, live or destroyed.
   DeviceCounters counters() const;
   // Fault injection (SOFTRDMA_FAULTS "rnr=K"): the next `count` RC requests that need a
@@ -230,6 +236,11 @@ class Device {
   // with some other ID solved for (rxe, NICs: wire/icrc_ipv4_id.hpp), or not at all.
   enum class IcrcVerdict : std::uint8_t { ok, ok_with_solved_ipv4_id, bad };
   IcrcVerdict check_icrc(const RxPacket& rx, const wire::IbPacket& p) const;
+  // QP1 (gsi.cpp): a received packet for it, and the next MAD the CM has to send.
+  void receive_gsi(Time now, const RxPacket& rx, const wire::IbPacket& p);
+  std::optional<TxPacket> next_gsi_packet();
+  // The UDP source port of QP1's packets when the host has no single one.
+  static constexpr std::uint16_t kGsiUdpSourcePort = 0xC001;
 
   DeviceConfig config_;
   Memory& memory_;
@@ -250,6 +261,8 @@ class Device {
   std::deque<std::uint32_t> request_ready_;
   DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
   std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
+  ConnectionManager cm_;
+  std::uint32_t gsi_psn_ = 0;  // QP1's next PSN
 };
 
 }  // namespace softrdma::core

@@ -80,6 +80,10 @@ void Device::receive(Time now, const RxPacket& rx) {
     if (icrc == IcrcVerdict::ok_with_solved_ipv4_id) ++counters_.icrc_ipv4_id_solved;
   }
   const wire::IbPacket& p = *checked;
+  if (p.dest_qp() == 1) {
+    receive_gsi(now, rx, p);
+    return;
+  }
   Qp* q = find_qp(p.dest_qp());
   if (!q) {
     ++counters_.unknown_qp;
@@ -111,6 +115,7 @@ void Device::wake(Qp& q) {
 }
 
 std::optional<TxPacket> Device::transmit(Time now) {
+  if (auto mad = next_gsi_packet()) return mad;
   if (!control_.empty()) {
     TxPacket p = std::move(control_.front());
     control_.pop_front();
@@ -147,6 +152,7 @@ void Device::advance(Time now) {
     Completer::on_timer(*this, *q, now);
     wake(*q);  // a resend, or the end of an RNR wait
   });
+  cm_.advance(now);
 }
 
 std::optional<Time> Device::next_deadline() const {
@@ -158,11 +164,13 @@ std::optional<Time> Device::next_deadline() const {
     consider(q->retransmit_at);
     consider(q->rnr_at);
   });
+  if (const auto cm = cm_.next_deadline()) consider(*cm);
   return soonest;
 }
 
 DeviceCounters Device::counters() const {
   DeviceCounters sum = counters_;
+  sum.cm = cm_.counters();
   const_cast<HandleTable<std::unique_ptr<Qp>>&>(qps_).for_each(
       [&](std::uint32_t, std::unique_ptr<Qp>& q) { sum.qps += q->counters; });
   return sum;
