@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -82,8 +83,21 @@ class DaemonClient final : public DeviceLink {
   int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
   int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override;
+  // Connection management is not yet carried by the daemon protocol: EOPNOTSUPP.
+  core::Expected<std::uint32_t> cm_listen(std::uint64_t) override { return unsupported(); }
+  int cm_stop_listening(std::uint32_t) override { return EOPNOTSUPP; }
+  core::Expected<std::uint32_t> cm_connect(const core::CmConnect&) override { return unsupported(); }
+  int cm_accept(std::uint32_t, const core::CmAccept&) override { return EOPNOTSUPP; }
+  int cm_ready(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  int cm_reject(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  int cm_disconnect(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery&) override { return unsupported(); }
+  int cm_answer_service(std::uint32_t, const core::CmServiceAnswer&) override { return EOPNOTSUPP; }
+  void cm_destroy(std::uint32_t) override {}
+  void set_cm_handler(CmEventHandler) override {}
 
  private:
+  static core::Expected<std::uint32_t> unsupported() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
   DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address);
 
   // Sends the request `encode(Writer&)` writes after `op`, reads the reply and hands the

@@ -65,6 +65,20 @@ class DeviceLink {
   // Completion-channel and async events, on a thread of the link's choosing (never under a
   // lock the handlers could need). A link whose device goes away raises device_fatal.
   virtual void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) = 0;
+
+  // The connection manager of port 1 (core/connection_manager.hpp), with its errno values.
+  // Its events go to the handler set here, on the same terms as the others.
+  virtual core::Expected<std::uint32_t> cm_listen(std::uint64_t service_id) = 0;
+  virtual int cm_stop_listening(std::uint32_t listener) = 0;
+  virtual core::Expected<std::uint32_t> cm_connect(const core::CmConnect& request) = 0;
+  virtual int cm_accept(std::uint32_t id, const core::CmAccept& reply) = 0;
+  virtual int cm_ready(std::uint32_t id, std::span<const std::uint8_t> private_data) = 0;
+  virtual int cm_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) = 0;
+  virtual int cm_disconnect(std::uint32_t id, std::span<const std::uint8_t> private_data) = 0;
+  virtual core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery& query) = 0;
+  virtual int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) = 0;
+  virtual void cm_destroy(std::uint32_t id) = 0;
+  virtual void set_cm_handler(CmEventHandler on_cm) = 0;
 };
 
 }  // namespace softrdma::host

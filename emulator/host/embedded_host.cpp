@@ -138,6 +138,8 @@ void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on
   events_.set_handlers(std::move(on_cq), std::move(on_async));
 }
 
+void EmbeddedHost::set_cm_handler(CmEventHandler on_cm) { events_.set_cm_handler(std::move(on_cm)); }
+
 HostStats EmbeddedHost::stats() {
   std::lock_guard lock(mutex_);
   net::UdpCounters udp = backend_->counters();
@@ -394,6 +396,7 @@ void EmbeddedHost::collect_events() {
   }
   while (const auto cq = device_.next_cq_event()) events_.push(*cq);
   while (const auto event = device_.next_async_event()) events_.push(*event);
+  while (auto event = device_.next_cm_event()) events_.push(std::move(*event));
 }
 
 }  // namespace softrdma::host

@@ -131,6 +131,8 @@ class EmbeddedHost {
 
   // Completion-channel and async events (see event_delivery.hpp for the threads they run on).
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
+  // The connection manager's events (core::Device::next_cm_event), on the same terms.
+  void set_cm_handler(CmEventHandler on_cm);
   // Called under the host's lock after every step and call that may have completed work, before
   // events are delivered: the daemon moves new completions into its clients' shared CQ rings
   // there (cq_ring.hpp). It must not call into the host. Empty: none.

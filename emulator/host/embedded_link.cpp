@@ -123,4 +123,45 @@ int EmbeddedLink::post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr>
   });
 }
 
+// The connection manager: each call under the host's lock, its MADs sent before it returns.
+core::Expected<std::uint32_t> EmbeddedLink::cm_listen(std::uint64_t service_id) {
+  return host_.call([&](Device& d, Time) { return d.cm().listen(service_id); });
+}
+
+int EmbeddedLink::cm_stop_listening(std::uint32_t listener) {
+  return host_.call([&](Device& d, Time) { return d.cm().stop_listening(listener); });
+}
+
+core::Expected<std::uint32_t> EmbeddedLink::cm_connect(const core::CmConnect& request) {
+  return host_.call([&](Device& d, Time now) { return d.cm().connect(now, request); });
+}
+
+int EmbeddedLink::cm_accept(std::uint32_t id, const core::CmAccept& reply) {
+  return host_.call([&](Device& d, Time now) { return d.cm().accept(now, id, reply); });
+}
+
+int EmbeddedLink::cm_ready(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return host_.call([&](Device& d, Time now) { return d.cm().ready(now, id, private_data); });
+}
+
+int EmbeddedLink::cm_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return host_.call([&](Device& d, Time now) { return d.cm().reject(now, id, private_data); });
+}
+
+int EmbeddedLink::cm_disconnect(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return host_.call([&](Device& d, Time now) { return d.cm().disconnect(now, id, private_data); });
+}
+
+core::Expected<std::uint32_t> EmbeddedLink::cm_resolve_service(const core::CmServiceQuery& query) {
+  return host_.call([&](Device& d, Time now) { return d.cm().resolve_service(now, query); });
+}
+
+int EmbeddedLink::cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) {
+  return host_.call([&](Device& d, Time now) { return d.cm().answer_service(now, id, answer); });
+}
+
+void EmbeddedLink::cm_destroy(std::uint32_t id) {
+  host_.call([&](Device& d, Time now) { d.cm().destroy(now, id); });
+}
+
 }  // namespace softrdma::host

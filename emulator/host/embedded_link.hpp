@@ -50,6 +50,17 @@ class EmbeddedLink final : public DeviceLink {
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
     host_.set_event_handlers(std::move(on_cq), std::move(on_async));
   }
+  core::Expected<std::uint32_t> cm_listen(std::uint64_t service_id) override;
+  int cm_stop_listening(std::uint32_t listener) override;
+  core::Expected<std::uint32_t> cm_connect(const core::CmConnect& request) override;
+  int cm_accept(std::uint32_t id, const core::CmAccept& reply) override;
+  int cm_ready(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int cm_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int cm_disconnect(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery& query) override;
+  int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) override;
+  void cm_destroy(std::uint32_t id) override;
+  void set_cm_handler(CmEventHandler on_cm) override { host_.set_cm_handler(std::move(on_cm)); }
 
  private:
   EmbeddedHost& host_;

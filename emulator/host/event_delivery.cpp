@@ -8,6 +8,11 @@ void EventDelivery::set_handlers(CqEventHandler on_cq, AsyncEventHandler on_asyn
   on_async_ = std::move(on_async);
 }
 
+void EventDelivery::set_cm_handler(CmEventHandler on_cm) {
+  std::lock_guard lock(delivering_);
+  on_cm_ = std::move(on_cm);
+}
+
 void EventDelivery::push(std::uint32_t cq) {
   std::lock_guard lock(queue_mutex_);
   queue_.emplace_back(cq);
@@ -20,10 +25,16 @@ void EventDelivery::push(const core::AsyncEvent& event) {
   pending_.store(true);
 }
 
+void EventDelivery::push(core::CmEvent event) {
+  std::lock_guard lock(queue_mutex_);
+  queue_.emplace_back(std::move(event));
+  pending_.store(true);
+}
+
 bool EventDelivery::pop(Event& out) {
   std::lock_guard lock(queue_mutex_);
   if (queue_.empty()) return false;
-  out = queue_.front();
+  out = std::move(queue_.front());
   queue_.pop_front();
   pending_.store(!queue_.empty());
   return true;
@@ -39,8 +50,10 @@ void EventDelivery::deliver() {
     while (pop(e)) {
       if (const auto* cq = std::get_if<std::uint32_t>(&e)) {
         if (on_cq_) on_cq_(*cq);
-      } else if (on_async_) {
-        on_async_(std::get<core::AsyncEvent>(e));
+      } else if (const auto* async = std::get_if<core::AsyncEvent>(&e)) {
+        if (on_async_) on_async_(*async);
+      } else if (on_cm_) {
+        on_cm_(std::get<core::CmEvent>(e));
       }
     }
     // An event pushed after the last pop, by a thread whose try_lock failed, is ours to

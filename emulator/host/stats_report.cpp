@@ -83,10 +83,21 @@ void put(JsonOut& j, const core::QpCounters& c) {
   j.number("rnr_retry_exceeded_err", c.rnr_retry_exceeded_err);
 }
 
-static_assert(sizeof(core::DeviceCounters) == sizeof(core::QpCounters) + 5 * sizeof(std::uint64_t),
+static_assert(sizeof(core::CmCounters) == 6 * sizeof(std::uint64_t), "a CmCounters field is missing below");
+void put(JsonOut& j, const core::CmCounters& c) {
+  j.number("mads_sent", c.mads_sent);
+  j.number("mads_received", c.mads_received);
+  j.number("mads_resent", c.mads_resent);
+  j.number("malformed", c.malformed);
+  j.number("unmatched", c.unmatched);
+  j.number("rejects_sent", c.rejects_sent);
+}
+
+static_assert(sizeof(core::DeviceCounters) ==
+                  sizeof(core::QpCounters) + sizeof(core::CmCounters) + 5 * sizeof(std::uint64_t),
               "a DeviceCounters field is missing below");
 void put(JsonOut& j, const core::DeviceCounters& c) {
-  put(j, c.qps);
+  put(j, c.qps);  // c.cm: an object of its own beside "counters" (QP1's MADs)
   j.number("icrc_err", c.icrc_err);
   j.number("icrc_ipv4_id_solved", c.icrc_ipv4_id_solved);
   j.number("malformed", c.malformed);
@@ -173,6 +184,7 @@ std::string to_json(const StatsReport& r) {
   j.string("device", r.device);
   j.string("address", r.address);
   put_object(j, "counters", r.host.device);
+  put_object(j, "cm", r.host.device.cm);
   put_object(j, "udp", r.host.udp);
   put_object(j, "capture", r.host.capture);
   j.open("faults");

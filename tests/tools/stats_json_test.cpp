@@ -87,6 +87,8 @@ TEST_CASE("stats JSON: what to_json writes reads back field for field", "[stats]
   CHECK(c.find("rcvd_pkts")->text == "7");
   CHECK(c.find("icrc_err")->text == "3");
   CHECK(c.find("dropped")->text == "0");
+  CHECK(r.find("cm")->members.size() == 6);  // QP1's MADs
+  CHECK(r.find("cm")->find("mads_resent")->text == "0");
   CHECK(r.find("udp")->members.size() == 13);
   CHECK(r.find("udp")->find("loopback_packets")->text == "4");
   CHECK(r.find("udp")->find("rx_kernel_drops")->text == "5");
