@@ -361,11 +361,15 @@ void ConnectionManager::on_dreq(const Gid& from, const wire::CmMad& mad) {
       }
       break;
     case State::dreq_sent: {
-      // Both ends disconnected at once: answer theirs, and wait for the answer to ours.
+      // Both ends disconnected at once: their DREQ ends the connection as a DREP to ours would,
+      // and the peer, gone or not, need not answer ours any more (s12.9.7).
       wire::CmDrep d;
       d.local_comm_id = c->local_id;
       d.remote_comm_id = c->remote_id;
-      send_to(from, mad.header.transaction_id, d);
+      c->state = State::timewait;
+      c->tid = mad.header.transaction_id;
+      send(*c, d);
+      emit(CmEventType::disconnected, *c, mad);
       break;
     }
     default:

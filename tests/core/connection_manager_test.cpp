@@ -255,6 +255,24 @@ TEST_CASE("cm: DREQ and DREP take a connection down from either side") {
   CHECK(from.dev->next_deadline() == std::nullopt);
 }
 
+TEST_CASE("cm: DREQs that cross end the connection at once on both sides") {
+  Wire w;
+  const auto [a_id, b_id] = establish(w);
+  // b's DREQ is already on its way when a's arrives: each side sees the other's DREQ while
+  // waiting for a DREP, and must not wait for one any more (the peer may be gone).
+  REQUIRE(w.a.dev->cm().disconnect(0, a_id, {}) == 0);
+  REQUIRE(w.b.dev->cm().disconnect(0, b_id, {}) == 0);
+  w.run(0);
+  for (Side* s : {&w.a, &w.b}) {
+    const auto events = Wire::events(*s);
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].type == CmEventType::disconnected);
+    CHECK(s->dev->next_deadline() == std::nullopt);
+  }
+  CHECK(w.count(wire::CmAttr::dreq) == 2);
+  CHECK(w.count(wire::CmAttr::drep) == 2);
+}
+
 TEST_CASE("cm: a DREQ nobody answers still ends in disconnected, after the retries") {
   Wire w;
   const auto [a_id, b_id] = establish(w);
