@@ -25,8 +25,8 @@ std::uint64_t sge_total(const std::vector<Sge>& sges) {
 
 Gid local_gid(const DeviceConfig& c) { return c.gids.empty() ? Gid{} : c.gids.front(); }
 
-// Communication IDs vary with the address, so two devices' connections are told apart in a
-// capture; the engine stays deterministic (FNV-1a of the GID).
+// Without a seed from the host, communication IDs vary with the address, so two devices'
+// connections are told apart in a capture; the engine stays deterministic (FNV-1a of the GID).
 std::uint32_t comm_id_seed(const Gid& gid) {
   std::uint32_t h = 2166136261u;
   for (const std::uint8_t b : gid) h = (h ^ b) * 16777619u;
@@ -44,7 +44,8 @@ Device::Device(DeviceConfig config, Memory& memory)
       srqs_(config_.max_srq),
       ahs_(config_.max_ah),
       qps_(config_.max_qp),
-      cm_(local_gid(config_), node_guid(local_gid(config_)), comm_id_seed(local_gid(config_))) {}
+      cm_(local_gid(config_), node_guid(local_gid(config_)),
+          config_.cm_id_seed.value_or(comm_id_seed(local_gid(config_)))) {}
 
 // --- protection domains -----------------------------------------------------------------
 

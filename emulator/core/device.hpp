@@ -56,6 +56,10 @@ struct DeviceConfig {
   // fault stage to check or show their ICRC: the engine then leaves it unwritten. Sealing was
   // a tenth of a daemon's time with both ends of ib_write_bw on it.
   bool unsealed_loopback = false;
+  // Varies the communication IDs of the CM's connections (s12.6.5): a host gives each device
+  // start its own, so that a process that comes back on the same address does not reuse its
+  // predecessor's IDs, which the peer may still hold. None: derived from gids[0] (tests).
+  std::optional<std::uint32_t> cm_id_seed;
 };
 
 // A packet the engine received: the UDP payload (BTH through ICRC) and the addresses it came

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <system_error>
 
 #include "emulator/host/loopback_address.hpp"
@@ -81,6 +82,7 @@ namespace {
 core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& backend) {
   config.gids = {backend.local_gid()};
   if (backend.sends_from_local_port()) config.udp_source_port = backend.local_port();
+  if (!config.cm_id_seed) config.cm_id_seed = std::random_device{}();
   return config;
 }
 
