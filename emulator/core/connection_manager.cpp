@@ -36,7 +36,18 @@ Expected<std::uint32_t> ConnectionManager::listen(std::uint64_t service_id) {
   return handle;
 }
 
-int ConnectionManager::stop_listening(std::uint32_t listener) { return listeners_.erase(listener) ? 0 : EINVAL; }
+int ConnectionManager::stop_listening(Time now, std::uint32_t listener) {
+  const auto it = listeners_.find(listener);
+  if (it == listeners_.end()) return EINVAL;
+  reserved_until_[it->second] = now + timeout_ns(kResponseTimeout);
+  listeners_.erase(it);
+  return 0;
+}
+
+bool ConnectionManager::reserved(Time now, std::uint64_t service_id) {
+  std::erase_if(reserved_until_, [now](const auto& r) { return r.second <= now; });
+  return reserved_until_.count(service_id) != 0;
+}
 
 Expected<std::uint32_t> ConnectionManager::connect(Time now, const CmConnect& r) {
   wire::CmReq q;
@@ -228,13 +239,13 @@ void ConnectionManager::receive(Time now, const Gid& from, const wire::CmMad& ma
         else if constexpr (std::is_same_v<M, wire::CmMra>) on_mra(now, from, mad);
         else if constexpr (std::is_same_v<M, wire::CmDreq>) on_dreq(from, mad);
         else if constexpr (std::is_same_v<M, wire::CmDrep>) on_drep(from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmSidrReq>) on_sidr_req(from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmSidrReq>) on_sidr_req(now, from, mad);
         else if constexpr (std::is_same_v<M, wire::CmSidrRep>) on_sidr_rep(from, mad);
       },
       mad.message);
 }
 
-void ConnectionManager::on_req(Time, const Gid& from, const wire::CmMad& mad) {
+void ConnectionManager::on_req(Time now, const Gid& from, const wire::CmMad& mad) {
   const auto& req = std::get<wire::CmReq>(mad.message);
   if (Connection* dup = find_remote(from, req.local_comm_id)) {
     // A retry of a REQ we answered: the REP again (s12.9.6); one still with the consumer waits.
@@ -253,6 +264,10 @@ void ConnectionManager::on_req(Time, const Gid& from, const wire::CmMad& mad) {
     }
   }
   const auto listener = listener_for(req.service_id);
+  if (!listener && reserved(now, req.service_id)) {
+    ++counters_.unmatched;  // the active side resends it in a response timeout
+    return;
+  }
   if (!listener) {
     reject_unknown(from, mad.header.transaction_id, req.local_comm_id, 0, rej_reason::invalid_service_id);
     return;
@@ -389,10 +404,14 @@ void ConnectionManager::on_drep(const Gid& from, const wire::CmMad& mad) {
   emit(CmEventType::disconnected, *c, mad);
 }
 
-void ConnectionManager::on_sidr_req(const Gid& from, const wire::CmMad& mad) {
+void ConnectionManager::on_sidr_req(Time now, const Gid& from, const wire::CmMad& mad) {
   const auto& sidr = std::get<wire::CmSidrReq>(mad.message);
   if (find_remote(from, sidr.request_id)) return;  // a retry of one the consumer is answering
   const auto listener = listener_for(sidr.service_id);
+  if (!listener && reserved(now, sidr.service_id)) {
+    ++counters_.unmatched;
+    return;
+  }
   if (!listener) {
     wire::CmSidrRep r;
     r.request_id = sidr.request_id;

@@ -40,7 +40,10 @@ class ConnectionManager {
   // connection's state does not take, or oversized private data; EADDRINUSE for a service ID
   // already listened on.
   Expected<std::uint32_t> listen(std::uint64_t service_id);
-  int stop_listening(std::uint32_t listener);
+  // A service that stops being listened on stays reserved for one response timeout: a REQ for
+  // it meanwhile is not answered, so that its retry finds a listener the server makes again
+  // (perftest -R listens anew for its data connection) rather than a REJ.
+  int stop_listening(Time now, std::uint32_t listener);
   Expected<std::uint32_t> connect(Time now, const CmConnect& request);  // sends REQ
   int accept(Time now, std::uint32_t id, const CmAccept& reply);       // sends REP
   int ready(Time now, std::uint32_t id, std::span<const std::uint8_t> private_data);  // sends RTU
@@ -98,6 +101,7 @@ class ConnectionManager {
   const Connection* find(std::uint32_t id) const;
   Connection* find_remote(const Gid& from, std::uint32_t remote_id);
   std::optional<std::uint32_t> listener_for(std::uint64_t service_id) const;
+  bool reserved(Time now, std::uint64_t service_id);
   std::uint32_t new_id();
   std::uint64_t new_tid();
   // Sends a MAD on `c`'s behalf; with an answer expected, arms the resend timer.
@@ -114,7 +118,7 @@ class ConnectionManager {
   void on_mra(Time now, const Gid& from, const wire::CmMad& mad);
   void on_dreq(const Gid& from, const wire::CmMad& mad);
   void on_drep(const Gid& from, const wire::CmMad& mad);
-  void on_sidr_req(const Gid& from, const wire::CmMad& mad);
+  void on_sidr_req(Time now, const Gid& from, const wire::CmMad& mad);
   void on_sidr_rep(const Gid& from, const wire::CmMad& mad);
   void on_timeout(Time now, Connection& c);
 
@@ -123,6 +127,7 @@ class ConnectionManager {
   std::uint32_t next_id_;
   std::uint64_t next_tid_;
   std::map<std::uint32_t, std::uint64_t> listeners_;  // handle -> service ID
+  std::map<std::uint64_t, Time> reserved_until_;      // services no longer listened on, for a while
   std::uint32_t next_listener_ = 1;
   std::map<std::uint32_t, Connection> connections_;  // by local ID
   std::deque<OutgoingMad> outbox_;

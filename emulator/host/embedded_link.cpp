@@ -129,7 +129,7 @@ core::Expected<std::uint32_t> EmbeddedLink::cm_listen(std::uint64_t service_id) 
 }
 
 int EmbeddedLink::cm_stop_listening(std::uint32_t listener) {
-  return host_.call([&](Device& d, Time) { return d.cm().stop_listening(listener); });
+  return host_.call([&](Device& d, Time now) { return d.cm().stop_listening(now, listener); });
 }
 
 core::Expected<std::uint32_t> EmbeddedLink::cm_connect(const core::CmConnect& request) {

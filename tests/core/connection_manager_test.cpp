@@ -185,6 +185,33 @@ TEST_CASE("cm: a REQ for a service nobody listens on is rejected with reason 8")
   CHECK(Wire::events(w.b).empty());
 }
 
+TEST_CASE("cm: a REQ between two listens on one service waits for the second, not a REJ") {
+  Wire w;
+  const auto first = w.b.dev->cm().listen(kService);
+  REQUIRE(first);
+  REQUIRE(w.b.dev->cm().stop_listening(0, *first) == 0);
+  REQUIRE(w.a.dev->cm().connect(0, w.request()));
+  w.run(0);
+  CHECK(w.count(wire::CmAttr::rej) == 0);
+  CHECK(w.b.dev->counters().cm.unmatched == 1);
+  REQUIRE(w.b.dev->cm().listen(kService));  // the server listens again
+  w.run(kResponseTimeout);                  // and the REQ's retry finds it
+  const auto events = Wire::events(w.b);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].type == CmEventType::request);
+}
+
+TEST_CASE("cm: a service given up for longer than a response timeout is refused again") {
+  Wire w;
+  const auto first = w.b.dev->cm().listen(kService);
+  REQUIRE(w.b.dev->cm().stop_listening(0, *first) == 0);
+  REQUIRE(w.a.dev->cm().connect(kResponseTimeout, w.request()));
+  w.run(kResponseTimeout);
+  const auto events = Wire::events(w.a);
+  REQUIRE(events.size() == 1);
+  CHECK(message<wire::CmRej>(events[0]).reason == core::rej_reason::invalid_service_id);
+}
+
 TEST_CASE("cm: a lost REQ is sent again after the response timeout") {
   Wire w;
   bool lost = false;
