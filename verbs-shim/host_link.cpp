@@ -120,6 +120,16 @@ BoundDevice attach_daemon(const std::string& socket) {
   return bound;
 }
 
+struct Preference {
+  std::mutex mutex;
+  std::optional<std::string> ip;
+};
+
+Preference& preference() {
+  static Preference* p = new Preference;
+  return *p;
+}
+
 BoundDevice start() {
   // SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); empty or unset: embedded.
   if (const char* daemon = std::getenv(host::kDaemonVariable); daemon != nullptr && *daemon != '\0') {
@@ -132,7 +142,12 @@ BoundDevice start() {
     return bound;
   }
   host::HostConfig config;
-  if (choice.address) config.ip = to_string(*choice.address);
+  if (choice.address) {
+    config.ip = to_string(*choice.address);
+  } else {
+    std::lock_guard lock(preference().mutex);
+    config.ip = preference().ip;
+  }
   // SOFTRDMA_CAPTURE=FILE: a pcap of every packet (emulator/net/capture_stage.hpp); empty: off.
   if (const char* capture = std::getenv("SOFTRDMA_CAPTURE"); capture != nullptr && *capture != '\0') config.capture_path = capture;
   // SOFTRDMA_FAULTS="loss=1%,...,seed=N": seeded fault injection (emulator/net/fault_plan.hpp).
@@ -197,6 +212,11 @@ const DeviceIdentity* device_identity() {
 }
 
 host::DeviceLink& link() { return *bound_device().link; }
+
+void prefer_address(const std::string& ip) {
+  std::lock_guard lock(preference().mutex);
+  if (!preference().ip) preference().ip = ip;
+}
 
 void track(ibv_context* ctx) {
   Routes& r = routes();

@@ -31,6 +31,9 @@ struct BoundDevice {
 
 // Started once (thread-safe).
 const BoundDevice& bound_device();
+// The address an embedded device binds if it starts after this call and the environment
+// chooses none (rdma_bind_addr in embedded mode: the address decides which device serves).
+void prefer_address(const std::string& ip);
 
 // The device behind every object of a context (bound_device().link; never null once a context
 // exists, because ibv_open_device needs the device).

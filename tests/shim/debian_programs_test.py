@@ -21,6 +21,7 @@ import time
 
 SKIP = 77
 REAL_LIBIBVERBS = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1"
+REAL_LIBRDMACM = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1"
 PYTHON = "/usr/bin/python3"  # Debian's: pyverbs is not installed for a pyenv python3
 RDMA_CORE_TESTS = "/usr/share/doc/rdma-core/tests"
 TIMEOUT = 60
@@ -66,18 +67,25 @@ def finish():
     return 0
 
 
-def check_exports(shim):
-    need(REAL_LIBIBVERBS, "libibverbs1")
+def check_exports(shim, real=REAL_LIBIBVERBS, package="libibverbs1"):
+    """SHIM's export table equals REAL's (the installed rdma-core library of the same soname)."""
+    need(real, package)
+    soname = os.path.basename(real)
     tool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "verbs-shim", "abi_exports.py")
-    rc, out, err = run([sys.executable, tool, "diff", shim, REAL_LIBIBVERBS])
+    rc, out, err = run([sys.executable, tool, "diff", shim, real])
     print(out + err)
     check(rc == 0, "export table (names, versions, default/compat, kinds) equals rdma-core's")
     rc, out, _ = run(["readelf", "-d", shim])
-    check("libibverbs.so.1" in re.findall(r"Library soname: \[(.*)\]", out), "soname is libibverbs.so.1")
+    check(soname in re.findall(r"Library soname: \[(.*)\]", out), f"soname is {soname}")
     check("BIND_NOW" in out, "the shim itself is linked BIND_NOW")
     needed = re.findall(r"Shared library: \[(.*)\]", out)
     check(not any(n.startswith(("libstdc++", "libgcc_s")) for n in needed),
           f"no C++ runtime imposed on programs (NEEDED: {', '.join(needed)})")
+    if soname == "librdmacm.so.1":
+        # It calls the verbs through libibverbs' public API, as rdma-core's does, and finds
+        # that library as programs do: no RUNPATH of its own.
+        check("libibverbs.so.1" in needed, "NEEDED libibverbs.so.1")
+        check("RUNPATH" not in out and "RPATH" not in out, "no RUNPATH/RPATH")
     return finish()
 
 
@@ -150,14 +158,18 @@ def check_pyverbs(softrdma, shim_dir):
     check(rc == 0 and out == "['srdma0']\n", "pyverbs get_device_list() is ['srdma0']", out + err)
     no_loader_noise(err, "pyverbs")
 
-    # pyverbs pulls in the real librdmacm, and the rdma-core tests import the mlx5 and efa
-    # modules, which load libmlx5/libefa: all of them must bind against the shim.
+    # pyverbs pulls in librdmacm (softrdma's, from the same folder), and the rdma-core tests
+    # import the mlx5 and efa modules, which load libmlx5/libefa: all of them must bind
+    # against the shim.
     rc, out, err = run([softrdma, "run", "--", PYTHON, "-c", PYVERBS_PROVIDERS])
     print(out + err)
     check(rc == 0, "pyverbs' mlx5 and efa modules import under the shim", err)
     ours = os.path.realpath(os.path.join(shim_dir, "libibverbs.so.1"))
     libs = dict(re.findall(r"^(\S+) (\[.*\])$", out, re.M))
     check(libs.get("libibverbs.so") == repr([ours]), "the only libibverbs mapped is softrdma's", out)
+    our_rdmacm = os.path.realpath(os.path.join(shim_dir, "librdmacm.so.1"))
+    if os.path.exists(our_rdmacm):
+        check(libs.get("librdmacm.so") == repr([our_rdmacm]), "the only librdmacm mapped is softrdma's", out)
     for name in ("librdmacm.so", "libmlx5.so", "libefa.so"):
         check(libs.get(name, "[]") != "[]", f"{name} loaded against the shim", out)
     no_loader_noise(err, "pyverbs providers")
@@ -444,6 +456,8 @@ def main(argv):
     try:
         if name == "exports":
             return check_exports(rest[0] if rest else softrdma)
+        if name == "rdmacm_exports":
+            return check_exports(rest[0] if rest else softrdma, REAL_LIBRDMACM, "librdmacm1")
         if name == "ibv_devices":
             return check_ibv_devices(softrdma)
         if name == "ibv_devinfo":

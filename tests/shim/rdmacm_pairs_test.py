@@ -1,0 +1,495 @@
+#!/usr/bin/env python3
+"""Unmodified Debian rdmacm programs in server + client pairs on softrdma's librdmacm.so.1.
+
+usage: rdmacm_pairs_test.py --list
+       rdmacm_pairs_test.py [--server-ip ADDR] [--client-ip ADDR] [--timeout S] SOFTRDMA CASE...
+
+CASE is a name printed by --list, or `all`. Each case runs one server and one client, both
+through `softrdma run --ip ADDR` in embedded mode (each program its own device) on loopback:
+the server's device on a free 127.77.X.1, the client's on 127.77.X.2 (or the addresses
+given), and the client is pointed at the server's address. The pairs are rdma-core's
+rdmacm-utils (rping, ucmatose, udaddy, rdma_server/rdma_client, cmtime), perftest with -R
+(its QPs connected by the RDMA CM) and qperf with -cm1.
+
+A case passes when, within its timeout, both programs exit 0 (a server that never exits on
+its own, cmtime's and qperf's, must still be running when the client is done and is then
+stopped), each prints the lines its CASES row asks for (rping: every ping line, each with
+the exact text rping generates, counted; perftest: its result row; qperf: its result), and
+neither prints an error line (BAD_LINE, less the lines a program prints when all went well).
+On failure both sides' command lines, exit codes, stdout and stderr are shown, with the
+lines that name softrdma first.
+
+Servers hold no TCP socket to wait for (only qperf's control port): the client starts once
+the server has printed its "starting" line, or after a short pause, and is started again
+(up to CONNECT_TRIES times) while it fails the way a client fails when nothing listens yet
+(REJECTED, UNREACHABLE, "Connection refused") and the server still runs.
+
+Exit status: 0 when every case passed, 1 when one failed, 77 when every case was skipped (a
+program not installed: rdmacm-utils, perftest, qperf). Every process has a timeout and dies
+with this script. ctest runs each case as shim.rdmacm.pairs.CASE.
+"""
+
+import ctypes
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
+READY_TIMEOUT = 20  # seconds for the server's "starting" line or control port
+SETTLE = 0.5  # seconds between the server's "starting" line (or start) and the client
+CONNECT_TRIES = 10
+PACKAGES = {"rping": "rdmacm-utils", "ucmatose": "rdmacm-utils", "udaddy": "rdmacm-utils",
+            "rdma_server": "rdmacm-utils", "rdma_client": "rdmacm-utils", "cmtime": "rdmacm-utils",
+            "qperf": "qperf"}  # anything else: perftest
+NUM = r"(?:\d+(?:\.\d+)?|-?inf|-?nan)"
+
+# A line like these on either side fails the case whatever the exit codes say.
+BAD_LINE = re.compile(r"^.*(couldn't|fail|\berror\b|unable|invalid|mismatch|not implemented|"
+                      r"REJECTED|UNREACHABLE|RDMA_CM_EVENT_\w*ERROR|unexpected|bad event|"
+                      r"wait for \w+ state).*$", re.I | re.M)
+# How a client fails when the server does not listen yet: worth another try.
+NOT_LISTENING = re.compile(r"REJECTED|UNREACHABLE|connection refused|Unable to connect|"
+                           r"Failed to connect RDMA CM client|failed to connect", re.I)
+# Lines naming softrdma (its librdmacm's ENOSYS notes, the device's errors).
+SOFTRDMA_LINE = re.compile(r"^softrdma.*$", re.M)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cases.
+
+class Case:
+    """One pair. SERVER and CLIENT are argv templates: {S} is the server's address, {P} a free
+    port. READY: a regex of the server's output that says it is about to listen, "tcp" (it
+    listens on TCP port {P}), or None (a pause). PERSISTENT: the server never exits on its
+    own. CHECK(server_out, client_out) returns [(ok, what, detail)] beyond the EXPECT regexes.
+    ALLOWED: regexes of lines BAD_LINE would catch that the program prints on success."""
+
+    def __init__(self, name, server, client, server_expect=(), client_expect=(), ready=None, persistent=False,
+                 check=None, allowed=(), timeout=DEFAULT_TIMEOUT):
+        self.name = name
+        self.server = server
+        self.client = client
+        self.server_expect = list(server_expect)
+        self.client_expect = list(client_expect)
+        self.ready = ready
+        self.persistent = persistent
+        self.check = check
+        self.allowed = [re.compile(a) for a in allowed]
+        self.timeout = timeout
+
+    @property
+    def programs(self):
+        return sorted({self.server[0], self.client[0]})
+
+
+def rping_text(ping, size):
+    """The string rping's client sends as ping PING of SIZE bytes (rping.c, rping_test_client):
+    "rdma-ping-N: " and then letters from 'A' + N (wrapping after 'z' to 'A'), NUL at SIZE-1."""
+    prefix = f"rdma-ping-{ping}: "
+    c = 65 + ping % 58
+    chars = []
+    for _ in range(len(prefix), size - 1):
+        chars.append(chr(c))
+        c = 65 if c + 1 > 122 else c + 1
+    return (prefix + "".join(chars))[:size - 1]
+
+
+def rping_check(count, size=64):
+    def check(server_out, client_out):
+        results = []
+        for role, out, prefix in (("server", server_out, "server ping data: "), ("client", client_out, "ping data: ")):
+            lines = [line[len(prefix):] for line in out.splitlines() if line.startswith(prefix)]
+            want = [rping_text(i, size) for i in range(count)]
+            wrong = [f"ping {i}: got {got!r}, want {w!r}" for i, (got, w) in enumerate(zip(lines, want)) if got != w]
+            results.append((len(lines) == count, f"the {role} prints {count} ping lines (it printed {len(lines)})", ""))
+            results.append((not wrong, f"the {role}'s ping lines hold the bytes rping sent", "\n".join(wrong[:5])))
+        return results
+    return check
+
+
+def rping(name, args, count=100, size=64):
+    common = ["-v", "-C", str(count), "-p", "{P}"] + (["-S", str(size)] if size != 64 else []) + args
+    # On the client's disconnect the server's loop ends "waiting" in state 10 (DISCONNECTED),
+    # which rping treats as success; both print their DISCONNECT EVENT.
+    return Case(name, ["rping", "-s", "-a", "{S}"] + common, ["rping", "-c", "-a", "{S}"] + common,
+                check=rping_check(count, size), allowed=[r"^wait for RDMA_READ_ADV state 10$"])
+
+
+def cmatose(name, program, args=()):
+    done = [r"^data transfers complete$", r"^test complete$", r"^return status 0$"]
+    port = [] if program == "udaddy" else ["-p", "{P}"]  # udaddy's -p is the port space; it uses 7174
+    starting = "cmatose" if program == "ucmatose" else program
+    return Case(name, [program, *port, *args], [program, "-s", "{S}", *port, *args], done, done,
+                ready=rf"^{starting}: starting server$")
+
+
+CMTIME_STEPS = ["create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"]
+
+
+def cmtime(name, connections):
+    rows = [rf"^{step}\s*:\s+{NUM}\s+{NUM}\s+{NUM}\s+{NUM}$" for step in CMTIME_STEPS]
+    args = ["-p", "{P}"] + (["-c", str(connections)] if connections != 100 else [])
+    # rdma-core 44's cmtime server serves until it is killed.
+    return Case(name, ["cmtime", *args], ["cmtime", "-s", "{S}", *args], [],
+                [r"^step\s+total ms\s+max ms\s+min us\s+us / conn$", *rows], persistent=True, timeout=90)
+
+
+def perftest(name, program, args, size, iters, server_row=True):
+    """perftest with -R: no socket exchange, the RDMA CM connects the QPs (and carries their
+    parameters). The row: #bytes #iterations and three numbers."""
+    row = [rf"^\s*{size}\s+{iters}\s+{NUM}\s+{NUM}\s+{NUM}"]
+    argv = [program, "-R", "-d", "srdma0", "-F", "-p", "{P}", *args, "-n", str(iters)]
+    return Case(name, argv, argv + ["{S}"], row if server_row else [], row, ready=r"Waiting for client to connect")
+
+
+def qperf(name, test, result):
+    # qperf's server serves until it is killed; the client's -lp names the server's port.
+    return Case(name, ["qperf", "-lp", "{P}"], ["qperf", "{S}", "-lp", "{P}", "-cm1", "-t", "2", test],
+                [], [rf"^{test}:$", result], ready="tcp", persistent=True)
+
+
+QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
+QPERF_LAT = rf"^\s+latency\s+=\s+{NUM} (ns|us|ms|sec)$"
+
+CASES = [
+    # rping: RDMA READ of the client's buffer, RDMA WRITE back, 100 times; -V compares.
+    rping("rping", []),
+    rping("rping.validate", ["-V"]),
+    rping("rping.size_4096", ["-V"], size=4096),
+    # -q: the programs create and move their QPs themselves (rdma_init_qp_attr, rdma_establish).
+    rping("rping.self_qp", ["-V", "-q"]),
+    # ucmatose: RC SENDs over connected ids; -c several connections at once; -m moves the ids
+    # to another event channel before disconnecting.
+    cmatose("ucmatose", "ucmatose"),
+    cmatose("ucmatose.c4", "ucmatose", ["-c", "4"]),
+    cmatose("ucmatose.c4_C100", "ucmatose", ["-c", "4", "-C", "100", "-S", "4096"]),
+    cmatose("ucmatose.migrate", "ucmatose", ["-m"]),
+    # udaddy: UD QPs and address handles from the CM (SIDR).
+    cmatose("udaddy", "udaddy"),
+    cmatose("udaddy.c4", "udaddy", ["-c", "4"]),
+    # rdma_server / rdma_client: the synchronous rdma_create_ep / rdma_get_request API.
+    Case("rdma_server", ["rdma_server", "-s", "{S}", "-p", "{P}"], ["rdma_client", "-s", "{S}", "-p", "{P}"],
+         [r"^rdma_server: end 0$"], [r"^rdma_client: end 0$"], ready=r"^rdma_server: start$"),
+    # cmtime: the time of each step for many connections.
+    cmtime("cmtime", 100),
+    cmtime("cmtime.c10", 10),
+    # perftest -R.
+    perftest("ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200),
+    perftest("ib_send_bw.R_ud", "ib_send_bw", ["-c", "UD", "-s", "1024"], 1024, 200),
+    perftest("ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200),
+    perftest("ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200),
+    perftest("ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500),
+    perftest("ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500),
+    # qperf with the CM (-cm1; RC tests only).
+    qperf("qperf.rc_bw", "rc_bw", QPERF_BW),
+    qperf("qperf.rc_bi_bw", "rc_bi_bw", QPERF_BW),
+    qperf("qperf.rc_lat", "rc_lat", QPERF_LAT),
+    qperf("qperf.rc_rdma_write_bw", "rc_rdma_write_bw", QPERF_BW),
+    qperf("qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one case.
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    # Survives exec (softrdma run execs the program): nothing outlives this script.
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def clean_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("SOFTRDMA_")}
+
+
+class Side:
+    """One program, its stdout/stderr in files (no pipe can fill up and block it)."""
+
+    def __init__(self, role, argv, workdir, tag):
+        self.role = role
+        self.argv = argv
+        self.out_path = os.path.join(workdir, f"{tag}.{role}.out")
+        self.err_path = os.path.join(workdir, f"{tag}.{role}.err")
+        # stdbuf: line-buffered, so a program stopped at the timeout shows how far it got.
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(["stdbuf", "-oL", "-eL"] + argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, env=clean_env(), preexec_fn=_die_with_parent)
+        self.timed_out = False
+        self.stopped = False
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait(self, until):
+        while self.alive() and time.monotonic() < until:
+            time.sleep(0.05)
+        if self.alive():
+            self.timed_out = True
+            self.stop()
+        return self.proc.returncode
+
+    def stop(self):
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def output(self):
+        with open(self.out_path, errors="replace") as f:
+            out = f.read()
+        with open(self.err_path, errors="replace") as f:
+            err = f.read()
+        return out, err
+
+    def report(self, limit=4000):
+        out, err = self.output()
+        if self.timed_out:
+            status = "killed at the timeout"
+        elif self.stopped:
+            status = f"stopped after the client ({self.proc.returncode})"
+        else:
+            status = self.proc.returncode
+        notes = SOFTRDMA_LINE.findall(out + "\n" + err)
+        return (f"--- {self.role}: {' '.join(self.argv)}\n--- {self.role} exit: {status}\n"
+                + (f"--- {self.role} softrdma says:\n" + "\n".join(notes[:10]) + "\n" if notes else "")
+                + f"--- {self.role} stdout:\n{out.rstrip()[-limit:]}\n--- {self.role} stderr:\n{err.rstrip()[-limit:]}")
+
+
+def free_loopback_pair():
+    """A 127.77.X.1 / 127.77.X.2 pair whose UDP port 4791 nobody holds (another device would)."""
+    for _ in range(50):
+        x = random.randint(1, 254)
+        pair = (f"127.77.{x}.1", f"127.77.{x}.2")
+        if all(udp_free(a) for a in pair):
+            return pair
+    raise RuntimeError("no free 127.77.X.1/2 pair")
+
+
+def udp_free(addr, port=4791):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.bind((addr, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("0.0.0.0", 0))
+        return s.getsockname()[1]
+
+
+def listens_tcp(pid, port):
+    """Whether process PID holds a TCP socket in LISTEN on PORT (read from /proc, so no probe
+    connection reaches the server)."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    except OSError:
+        return False
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
+                return True
+    return False
+
+
+class Outcome:
+    def __init__(self, name):
+        self.name = name
+        self.failures = []
+        self.skipped = None
+
+    def check(self, ok, what, detail=""):
+        print(("ok   " if ok else "FAIL ") + what, flush=True)
+        if not ok:
+            self.failures.append(what)
+            if detail:
+                print("     " + detail.replace("\n", "\n     "), flush=True)
+        return ok
+
+
+def fill(template, server_ip, port):
+    return [a.replace("{S}", server_ip).replace("{P}", str(port)) for a in template]
+
+
+def wait_ready(case, server, port, deadline):
+    """Until the server is about to listen (its READY line or TCP port), or a pause without one.
+    False when it exited or never got there."""
+    if case.ready is None:
+        until = min(deadline, time.monotonic() + SETTLE * 2)
+        while server.alive() and time.monotonic() < until:
+            time.sleep(0.05)
+        return server.alive()
+    until = min(deadline, time.monotonic() + READY_TIMEOUT)
+    pattern = None if case.ready == "tcp" else re.compile(case.ready, re.M)
+    while server.alive() and time.monotonic() < until:
+        if pattern is None:
+            if listens_tcp(server.pid, port):
+                return True
+        else:
+            out, err = server.output()
+            if pattern.search(out) or pattern.search(err):
+                time.sleep(SETTLE)  # printed just before it binds and listens
+                return server.alive()
+        time.sleep(0.05)
+    return False
+
+
+def run_case(case, softrdma, server_ip, client_ip, timeout, workdir):
+    result = Outcome(case.name)
+    for program in case.programs:
+        if not os.path.exists(f"/usr/bin/{program}"):
+            result.skipped = f"/usr/bin/{program} is not installed (apt-get install {PACKAGES.get(program, 'perftest')})"
+            print(f"SKIPPED: {result.skipped}", flush=True)
+            return result
+    port = free_port()
+    server_argv = [softrdma, "run", "--ip", server_ip, "--"] + fill(case.server, server_ip, port)
+    client_argv = [softrdma, "run", "--ip", client_ip, "--"] + fill(case.client, server_ip, port)
+    print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
+    deadline = time.monotonic() + (timeout or case.timeout)
+
+    server = Side("server", server_argv, workdir, case.name)
+    ready = wait_ready(case, server, port, deadline)
+    result.check(ready, "the server starts and gets ready to listen"
+                 + ("" if server.alive() else " (it exited first)"))
+    client = None
+    for attempt in range(CONNECT_TRIES if ready else 1):
+        client = Side("client", client_argv, workdir, f"{case.name}.{attempt}")
+        rc = client.wait(deadline)
+        out, err = client.output()
+        if rc != 0 and not client.timed_out and server.alive() and attempt < CONNECT_TRIES - 1 and \
+                NOT_LISTENING.search(out + err):
+            said = " | ".join(l.strip() for l in (out + err).splitlines() if NOT_LISTENING.search(l))[:200]
+            print(f"note: the client found no listener (try {attempt + 1}: {said}); starting it again", flush=True)
+            time.sleep(0.5)
+            continue
+        break
+    if case.persistent:
+        still = server.alive()
+        result.check(still or not ready, "the server still serves when the client is done")
+        server.stopped = still
+        server.stop()
+    else:
+        server.wait(min(deadline, time.monotonic() + 20) if not client.timed_out else time.monotonic())
+
+    judge(case, result, server, client)
+    if result.failures:
+        print(server.report())
+        print(client.report(), flush=True)
+    return result
+
+
+def judge(case, result, server, client):
+    result.check(not server.timed_out and not client.timed_out, "both programs end within the timeout")
+    if not case.persistent:
+        result.check(server.proc.returncode == 0, "the server exits 0")
+    result.check(client.proc.returncode == 0, "the client exits 0")
+    server_out, server_err = server.output()
+    client_out, client_err = client.output()
+    for side, out, err, expect in (("server", server_out, server_err, case.server_expect),
+                                   ("client", client_out, client_err, case.client_expect)):
+        for pattern in expect:
+            m = re.search(pattern + r".*$", out, re.M)
+            if result.check(m is not None, f"the {side} prints a line matching {pattern!r}"):
+                print(f"       {m.group(0).strip()}")
+        bad = [m.group(0) for m in BAD_LINE.finditer(out + "\n" + err)
+               if not any(a.search(m.group(0)) for a in case.allowed)]
+        result.check(not bad, f"the {side} prints no error line", "\n".join(bad[:10]))
+    if case.check is not None:
+        for ok, what, detail in case.check(server_out, client_out):
+            result.check(ok, what, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def main(argv):
+    args = argv[1:]
+    if args == ["--list"]:
+        print("\n".join(c.name for c in CASES))
+        return 0
+    server_ip = client_ip = None
+    timeout = None
+    while args and args[0].startswith("--"):
+        opt = args.pop(0)
+        if opt in ("--server-ip", "--client-ip", "--timeout") and args:
+            value = args.pop(0)
+            if opt == "--server-ip":
+                server_ip = value
+            elif opt == "--client-ip":
+                client_ip = value
+            else:
+                timeout = float(value)
+        else:
+            print(__doc__, file=sys.stderr)
+            return 2
+    if len(args) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    softrdma, names = args[0], args[1:]
+    by_name = {c.name: c for c in CASES}
+    if names == ["all"]:
+        names = [c.name for c in CASES]
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        print(f"unknown case(s) {', '.join(unknown)}; --list shows them", file=sys.stderr)
+        return 2
+    if server_ip is None or client_ip is None:
+        pair = free_loopback_pair()
+        server_ip = server_ip or pair[0]
+        client_ip = client_ip or pair[1]
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="softrdma-rdmacm-") as work:
+        for name in names:
+            print(f"=== {name}", flush=True)
+            try:
+                results.append(run_case(by_name[name], softrdma, server_ip, client_ip, timeout, work))
+            except subprocess.TimeoutExpired as e:
+                r = Outcome(name)
+                r.check(False, f"timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
+                results.append(r)
+
+    passed = [r.name for r in results if not r.failures and not r.skipped]
+    failed = [r.name for r in results if r.failures]
+    skipped = [r.name for r in results if r.skipped]
+    print(f"=== {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped"
+          + (f"; failed: {' '.join(failed)}" if failed else "")
+          + (f"; skipped: {' '.join(skipped)}" if skipped else ""))
+    if failed:
+        return 1
+    return SKIP if skipped and not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,256 @@
+// Communication IDs: creation, addresses, routes and listening. Resolution needs no traffic on
+// softrdma (an IP address is its RoCEv2 GID, annex A17.4.5.1), so its events are queued at once.
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "emulator/host/device_link.hpp"
+#include "verbs-shim/rdmacm/cm_objects.hpp"
+
+namespace softrdma::rdmacm {
+namespace {
+
+ibv_qp_type qp_type_for(rdma_port_space ps) {
+  return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
+}
+
+bool known(rdma_port_space ps) {
+  return ps == RDMA_PS_TCP || ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB || ps == RDMA_PS_IB;
+}
+
+// A synchronous ID's call waits for the event its asynchronous form would report.
+int settle(Id& id, rdma_cm_event_type expected) { return id.own_channel ? wait_for(id, expected) : 0; }
+
+// The route of a RoCE port: one path whose GIDs are the two addresses' (s12.7.2's path record,
+// as rdma_cm fills it on RoCE with no subnet administrator).
+void fill_path(Id& id) {
+  ibv_sa_path_rec& p = id.path;
+  p = {};
+  p.sgid = id.id.route.addr.addr.ibaddr.sgid;
+  p.dgid = id.id.route.addr.addr.ibaddr.dgid;
+  p.hop_limit = 64;
+  p.traffic_class = id.tos;
+  p.reversible = htonl(1);
+  p.numb_path = 1;
+  p.pkey = htons(0xFFFF);
+  p.mtu_selector = 2;  // exactly
+  ibv_port_attr port{};
+  p.mtu = ibv_query_port(id.id.verbs, 1, &port) == 0 ? port.active_mtu : IBV_MTU_1024;
+  p.rate_selector = 2;
+  p.rate = 15;  // 25 Gb/s, the 1X EDR the port reports
+  p.packet_life_time_selector = 2;
+  id.id.route.path_rec = &p;
+  id.id.route.num_paths = 1;
+}
+
+}  // namespace
+}  // namespace softrdma::rdmacm
+
+using namespace softrdma::rdmacm;
+
+SRDMA_RDMACM_VERSION(rdma_create_id, "RDMACM_1.0")
+int srdma_rdmacm_rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context, rdma_port_space ps) {
+  if (out == nullptr || !known(ps)) return fail(EINVAL);
+  auto* id = new (std::nothrow) Id;
+  if (id == nullptr) return fail(ENOMEM);
+  if (channel == nullptr) {
+    channel = rdma_create_event_channel();
+    if (channel == nullptr) {
+      const int err = errno;
+      delete id;
+      return fail(err);
+    }
+    id->own_channel = true;
+  }
+  id->channel = &channel_of(channel);
+  {
+    std::lock_guard lock(id->channel->mutex);
+    ++id->channel->ids;
+  }
+  id->id.channel = channel;
+  id->id.context = context;
+  id->id.ps = ps;
+  id->id.qp_type = qp_type_for(ps);
+  *out = &id->id;
+  return 0;
+}
+
+SRDMA_RDMACM_VERSION(rdma_destroy_id, "RDMACM_1.0")
+int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  release_request_event(id);
+  {
+    // rdma_cma.h: destroying an ID waits until its events are acknowledged.
+    std::unique_lock lock(id.mutex);
+    id.acked.wait(lock, [&id] { return id.unacked_events == 0; });
+  }
+  unroute(id);
+  purge(id);
+  stop_listening(id);
+  if (id.connection != 0) device(nullptr)->link->cm_destroy(id.connection);
+  release_port(id);
+  {
+    std::lock_guard lock(id.channel->mutex);
+    --id.channel->ids;
+  }
+  if (id.own_channel) rdma_destroy_event_channel(&id.channel->channel);
+  delete &id;
+  return 0;
+}
+
+SRDMA_RDMACM_VERSION(rdma_bind_addr, "RDMACM_1.0")
+int srdma_rdmacm_rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* address) {
+  if (cm_id == nullptr || address == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  if (id.state != IdState::idle) return fail(EINVAL);
+  if (const int err = bind_id(id, address)) return fail(err);
+  if (const int err = start_listening(id)) {
+    release_port(id);
+    id.state = IdState::idle;
+    return fail(err);
+  }
+  return 0;
+}
+
+SRDMA_RDMACM_VERSION(rdma_resolve_addr, "RDMACM_1.0")
+int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int) {
+  if (cm_id == nullptr || dst == nullptr || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6))
+    return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  if (id.state == IdState::idle) {
+    if (const int err = bind_id(id, src)) return fail(err);
+  } else if (id.state != IdState::bound) {
+    return fail(EINVAL);
+  }
+  stop_listening(id);  // bound to connect from, not to serve
+  const Device* d = device(nullptr);
+  std::memcpy(&id.id.route.addr.dst_storage, dst, address_length(dst));
+  const core::Gid dgid = gid_of(dst);
+  std::memcpy(id.id.route.addr.addr.ibaddr.dgid.raw, dgid.data(), 16);
+  // The source is the device's address once resolved, even when the ID was bound to a wildcard.
+  sockaddr_storage& srcs = id.id.route.addr.src_storage;
+  std::memcpy(&srcs, &d->address, sizeof srcs);
+  if (srcs.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&srcs)->sin_port = htons(id.port);
+  else reinterpret_cast<sockaddr_in6*>(&srcs)->sin6_port = htons(id.port);
+  // One socket bound to one address: an IPv4 device cannot reach an IPv6 peer, nor the reverse.
+  const bool v4_device = d->address.ss_family == AF_INET;
+  const bool v4_peer = dgid[10] == 0xff && dgid[11] == 0xff && std::all_of(dgid.begin(), dgid.begin() + 10, [](auto b) { return b == 0; });
+  if (v4_device != v4_peer) {
+    queue_local(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
+    return settle(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+  }
+  id.state = IdState::addr_resolved;
+  queue_local(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+  return settle(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+}
+
+SRDMA_RDMACM_VERSION(rdma_resolve_route, "RDMACM_1.0")
+int srdma_rdmacm_rdma_resolve_route(rdma_cm_id* cm_id, int) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  if (id.state != IdState::addr_resolved) return fail(EINVAL);
+  fill_path(id);
+  id.state = IdState::route_resolved;
+  queue_local(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  return settle(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+}
+
+SRDMA_RDMACM_VERSION(rdma_listen, "RDMACM_1.0")
+int srdma_rdmacm_rdma_listen(rdma_cm_id* cm_id, int) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  if (id.state == IdState::idle) {
+    if (const int err = bind_id(id, nullptr)) return fail(err);
+  }
+  if (id.state != IdState::bound) return fail(EINVAL);
+  if (id.listener == 0) {
+    if (const int err = start_listening(id)) return fail(err);
+  }
+  id.state = IdState::listening;
+  accept_requests(id);
+  return 0;
+}
+
+SRDMA_RDMACM_VERSION(rdma_get_src_port, "RDMACM_1.0")
+__be16 srdma_rdmacm_rdma_get_src_port(rdma_cm_id* cm_id) {
+  return cm_id == nullptr ? 0 : htons(port_of(&cm_id->route.addr.src_addr));
+}
+
+SRDMA_RDMACM_VERSION(rdma_get_dst_port, "RDMACM_1.0")
+__be16 srdma_rdmacm_rdma_get_dst_port(rdma_cm_id* cm_id) {
+  return cm_id == nullptr ? 0 : htons(port_of(&cm_id->route.addr.dst_addr));
+}
+
+SRDMA_RDMACM_VERSION(rdma_set_option, "RDMACM_1.0")
+int srdma_rdmacm_rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* optval, size_t optlen) {
+  if (cm_id == nullptr || optval == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  if (level == RDMA_OPTION_ID) {
+    switch (optname) {
+      case RDMA_OPTION_ID_TOS:
+        if (optlen != sizeof(std::uint8_t)) return fail(EINVAL);
+        id.tos = *static_cast<std::uint8_t*>(optval);
+        return 0;
+      case RDMA_OPTION_ID_REUSEADDR:
+      case RDMA_OPTION_ID_AFONLY:
+        // Ports are this process's own (each process has its device); both are accepted as is.
+        return optlen == sizeof(int) ? 0 : fail(EINVAL);
+      case RDMA_OPTION_ID_ACK_TIMEOUT:
+        if (optlen != sizeof(std::uint8_t)) return fail(EINVAL);
+        id.ack_timeout = *static_cast<std::uint8_t*>(optval) & 0x1F;
+        return 0;
+      default:
+        return fail(ENOSYS);
+    }
+  }
+  if (level == RDMA_OPTION_IB && optname == RDMA_OPTION_IB_PATH) {
+    // A path from the application's own resolution: softrdma's single path is the same.
+    return optlen >= sizeof(ibv_path_data) ? 0 : fail(EINVAL);
+  }
+  return fail(ENOSYS);
+}
+
+SRDMA_RDMACM_VERSION(rdma_migrate_id, "RDMACM_1.0")
+int srdma_rdmacm_rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id& id = id_of(cm_id);
+  bool own = false;
+  if (channel == nullptr) {
+    channel = rdma_create_event_channel();
+    if (channel == nullptr) return -1;
+    own = true;
+  }
+  {
+    std::unique_lock lock(id.mutex);
+    id.acked.wait(lock, [&id] { return id.unacked_events == 0; });
+  }
+  Channel& from = *id.channel;
+  Channel& to = channel_of(channel);
+  std::deque<Queued> moving;
+  {
+    std::lock_guard lock(from.mutex);
+    for (auto it = from.queue.begin(); it != from.queue.end();) {
+      if (it->id == &id) {
+        moving.push_back(std::move(*it));
+        it = from.queue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    --from.ids;
+  }
+  id.channel = &to;
+  id.id.channel = channel;
+  {
+    std::lock_guard lock(to.mutex);
+    ++to.ids;
+  }
+  for (Queued& q : moving) repost(id, std::move(q));
+  if (id.own_channel) rdma_destroy_event_channel(&from.channel);
+  id.own_channel = own;
+  return 0;
+}

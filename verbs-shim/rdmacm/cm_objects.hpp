@@ -1,0 +1,173 @@
+// The objects of softrdma's librdmacm: event channels, communication IDs and events, each an
+// rdma-core struct the application reads at fixed offsets, followed by what the library keeps
+// beside it. The protocol underneath is the engine's connection manager (emulator/core/
+// connection_manager.hpp), reached through the device's link (private_device.hpp); this
+// layer adds what rdma_cm adds over IBTA's CM: IP addresses and ports (annex A11), the QP's
+// transitions, and events on a pollable channel.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <array>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <variant>
+#include <vector>
+
+#include "emulator/core/cm_types.hpp"
+#include "verbs-shim/rdmacm/rdmacm_api.hpp"
+#include "wire/cm_mad.hpp"
+
+namespace softrdma::host {
+class DeviceLink;
+}
+
+namespace softrdma::rdmacm {
+
+namespace core = softrdma::core;  // for the exported functions, defined outside this namespace
+
+struct Id;
+
+// The IP CM service ID of a port in an rdma_cm port space (annex A11.3.1).
+inline std::uint64_t service_id(rdma_port_space ps, std::uint16_t port) {
+  return wire::ip_cm_service_id(static_cast<std::uint8_t>(ps & 0xFF), port);
+}
+
+// An event the library made itself (address and route resolution, connection errors).
+struct Local {
+  rdma_cm_event_type type = RDMA_CM_EVENT_ADDR_RESOLVED;
+  int status = 0;
+};
+
+// An event on its way to rdma_get_cm_event: for `id` (a listener, for a request), from the
+// engine or made here.
+struct Queued {
+  Id* id = nullptr;
+  std::variant<Local, core::CmEvent> what;
+};
+
+struct Channel {
+  rdma_event_channel channel{};  // first: the application holds &channel; fd is an eventfd
+  std::mutex mutex;
+  std::deque<Queued> queue;  // one eventfd count per entry
+  int ids = 0;               // IDs reporting here: destroying the channel waits for none
+};
+
+// What rdma_get_cm_event hands out; rdma_ack_cm_event frees it.
+struct Event {
+  rdma_cm_event event{};  // first
+  std::array<std::uint8_t, 256> private_data{};
+};
+
+enum class IdState : std::uint8_t {
+  idle,
+  bound,
+  addr_resolved,
+  route_resolved,
+  listening,
+  connecting,     // REQ or SIDR_REQ sent
+  requested,      // a REQ or SIDR_REQ from a peer, not yet answered
+  accepted,       // REP sent, waiting for the RTU
+  replied,        // REP received, no QP to ready: waiting for rdma_establish
+  connected,
+  disconnecting,  // DREQ sent
+  disconnected,
+};
+
+struct Id {
+  rdma_cm_id id{};  // first
+  Channel* channel = nullptr;
+  bool own_channel = false;  // a synchronous ID (rdma_create_ep): its calls wait for their events
+  IdState state = IdState::idle;
+  std::uint16_t port = 0;          // host order; 0 until bound
+  std::uint32_t connection = 0;    // the engine's connection (its local communication ID)
+  std::uint32_t listener = 0;      // the engine's listen handle, from rdma_bind_addr on
+  // Requests that came between rdma_bind_addr and rdma_listen: rdma_listen reports them.
+  bool accepting = false;
+  std::vector<core::CmEvent> held_requests;
+  bool peer_disconnected = false;  // a DREQ came: rdma_disconnect answers it
+  std::optional<wire::CmReq> req;  // sent or received
+  std::optional<wire::CmRep> rep;
+  std::uint8_t responder_resources = 0;  // what the QP ends up with (max_dest_rd_atomic)
+  std::uint8_t initiator_depth = 0;      // (max_rd_atomic)
+  std::uint32_t sq_psn = 0;
+  ibv_sa_path_rec path{};  // route.path_rec points here once resolved
+  std::uint8_t tos = 0;                      // RDMA_OPTION_ID_TOS: the GRH's traffic class
+  std::optional<std::uint8_t> ack_timeout;   // RDMA_OPTION_ID_ACK_TIMEOUT
+  int unacked_events = 0;  // rdma_destroy_id waits for these (rdma_cma.h)
+  std::mutex mutex;
+  std::condition_variable acked;
+  bool own_cqs = false;      // send_cq and recv_cq (and their channels) are this library's
+  // A passive rdma_create_ep's QP attributes: rdma_get_request gives each request's ID a QP.
+  std::optional<ibv_qp_init_attr> request_qp;
+};
+
+inline Id& id_of(rdma_cm_id* id) { return *reinterpret_cast<Id*>(id); }
+inline Channel& channel_of(rdma_event_channel* c) { return *reinterpret_cast<Channel*>(c); }
+
+// The process's device, as rdma_cm sees it (device_binding.cpp).
+struct Device {
+  host::DeviceLink* link = nullptr;
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;  // rdma_create_qp's when the application gives none
+  sockaddr_storage address{};  // the address the device holds, port 0
+  core::Gid gid{};
+};
+
+// The device, started on `preferred` when it has not started yet and nothing in the
+// environment chooses its address; null with errno set (ENODEV) when it cannot start.
+const Device* device(const sockaddr* preferred);
+// Whether `address` (port ignored) is the device's, or a wildcard of either family.
+bool is_wildcard(const sockaddr* address);
+bool serves(const Device& d, const sockaddr* address);
+// Binds `id` to `address` (wildcard or the device's) and a port: its own, or a free one for 0.
+// 0 or an errno value (ENODEV for an address no device holds, EADDRINUSE for a taken port).
+int bind_id(Id& id, const sockaddr* address);
+void release_port(Id& id);
+socklen_t address_length(const sockaddr* address);
+core::Gid gid_of(const sockaddr* address);
+std::uint16_t port_of(const sockaddr* address);  // host order
+
+// Events (event_channel.cpp).
+void queue_local(Id& id, rdma_cm_event_type type, int status = 0);
+// Queues an event taken off another channel on the ID's (rdma_migrate_id).
+void repost(Id& id, Queued q);
+// Sends the engine's events for `connection` (or `listener`) to `id` from now on, with any
+// that came before it was known.
+void route_connection(Id& id, std::uint32_t connection);
+// Takes `id`'s port's requests from the engine: held from rdma_bind_addr on, so that a
+// client told the port before the server calls rdma_listen (qperf does) is not refused,
+// and reported from rdma_listen on (accept_requests). 0 or an errno value.
+int start_listening(Id& id);
+void accept_requests(Id& id);
+// Gives the port's requests up (an explicitly bound ID used to connect, or destroyed): the
+// held ones are refused.
+void stop_listening(Id& id);
+void unroute(Id& id);
+// Drops the events still queued for `id` (it is being destroyed).
+void purge(Id& id);
+// Makes the engine's events flow to the routes above (once).
+void start_events(host::DeviceLink& link);
+// Waits for the next event on a synchronous ID's own channel; it must be `expected`.
+int wait_for(Id& id, rdma_cm_event_type expected);
+
+// The engine's events become the application's (connection.cpp); false when one is
+// consumed here without reaching it.
+bool translate(Id& id, const core::CmEvent& e, Event& out);
+// Gives `id` the QP `qp` (created on its device), moved to INIT, or for UD to RTS
+// (rdma_create_qp's contract); 0 or an errno value (the QP is destroyed then).
+int create_qp_on(Id& id, ibv_qp* qp);
+// CQs (with completion channels) for a QP whose attributes name none, as rdma_create_ep's
+// users expect (rdma_get_send_comp reads them from the ID); and their end.
+int create_missing_cqs(Id& id, ibv_qp_init_attr_ex& attr);
+void destroy_own_cqs(Id& id);
+// Frees the request event rdma_get_request left in id->event (no longer counted as unacked).
+void release_request_event(Id& id);
+
+// Sets errno to `err` and returns -1, as librdmacm's calls fail.
+int fail(int err);
+
+}  // namespace softrdma::rdmacm

@@ -1,0 +1,254 @@
+// Event channels: a queue per channel and an eventfd whose count is the queue's length, so
+// that blocking, non-blocking (O_NONBLOCK on the fd) and poll()-driven programs all work as
+// with rdma-core's channel fd. The engine's events reach a channel through the routes from
+// its connections and listeners to IDs; events that come before their ID is known wait.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <map>
+#include <new>
+#include <vector>
+
+#include "emulator/host/device_link.hpp"
+#include "verbs-shim/rdmacm/cm_objects.hpp"
+
+namespace softrdma::rdmacm {
+namespace {
+
+struct Routes {
+  std::mutex mutex;
+  std::map<std::uint32_t, Id*> connections;
+  std::map<std::uint32_t, Id*> listeners;
+  std::map<std::uint32_t, std::vector<core::CmEvent>> early;  // for connections not yet routed
+};
+
+host::DeviceLink* events_link = nullptr;  // set once, by start_events
+
+Routes& routes() {
+  static Routes* r = new Routes;  // events may arrive during static destruction
+  return *r;
+}
+
+void post(Channel& c, Queued q) {
+  {
+    std::lock_guard lock(c.mutex);
+    c.queue.push_back(std::move(q));
+  }
+  const std::uint64_t one = 1;
+  (void)!::write(c.channel.fd, &one, sizeof one);
+}
+
+bool is_request(const core::CmEvent& e) {
+  return e.type == core::CmEventType::request || e.type == core::CmEventType::service_request;
+}
+
+// Runs on whichever thread delivers the engine's events, never under the host's lock.
+void on_cm_event(const core::CmEvent& e) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  auto& map = is_request(e) ? r.listeners : r.connections;
+  const auto it = map.find(is_request(e) ? e.listener : e.id);
+  if (it == map.end()) {
+    if (!is_request(e)) r.early[e.id].push_back(e);
+    return;
+  }
+  Id& id = *it->second;
+  if (is_request(e) && !id.accepting) {
+    id.held_requests.push_back(e);
+    return;
+  }
+  post(*id.channel, {&id, e});
+}
+
+// The next queued event, waiting for one unless the fd is non-blocking. A count whose event
+// was purged with its ID leaves `out` empty.
+int take(Channel& c, std::optional<Queued>& out) {
+  std::uint64_t count = 0;
+  if (::read(c.channel.fd, &count, sizeof count) != static_cast<ssize_t>(sizeof count)) return errno;
+  std::lock_guard lock(c.mutex);
+  if (c.queue.empty()) return 0;
+  out = std::move(c.queue.front());
+  c.queue.pop_front();
+  return 0;
+}
+
+void fill_local(Id& id, const Local& l, Event& out) {
+  out.event.id = &id.id;
+  out.event.event = l.type;
+  out.event.status = l.status;
+}
+
+
+// A process's device goes with it, so its connections end first, as the kernel ends those of a
+// process that exits: each peer hears a DREQ or a REJ (ConnectionManager::destroy) instead of
+// retrying into silence.
+void end_connections_at_exit() {
+  std::vector<std::uint32_t> open;
+  {
+    Routes& r = routes();
+    std::lock_guard lock(r.mutex);  // released before the link delivers events back here
+    for (const auto& [connection, id] : r.connections) open.push_back(connection);
+    r.connections.clear();
+  }
+  for (const std::uint32_t connection : open) events_link->cm_destroy(connection);
+}
+
+}  // namespace
+
+void start_events(host::DeviceLink& link) {
+  events_link = &link;
+  link.set_cm_handler(on_cm_event);
+  std::atexit(end_connections_at_exit);
+}
+
+void queue_local(Id& id, rdma_cm_event_type type, int status) { post(*id.channel, {&id, Local{type, status}}); }
+
+void repost(Id& id, Queued q) { post(*id.channel, std::move(q)); }
+
+void route_connection(Id& id, std::uint32_t connection) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  id.connection = connection;
+  r.connections[connection] = &id;
+  const auto early = r.early.find(connection);
+  if (early == r.early.end()) return;
+  for (core::CmEvent& e : early->second) post(*id.channel, {&id, std::move(e)});
+  r.early.erase(early);
+}
+
+int start_listening(Id& id) {
+  const auto listener = events_link->cm_listen(service_id(id.id.ps, id.port));
+  if (!listener) return listener.error();
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  id.listener = *listener;
+  r.listeners[*listener] = &id;
+  return 0;
+}
+
+void accept_requests(Id& id) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  id.accepting = true;
+  for (core::CmEvent& e : id.held_requests) post(*id.channel, {&id, std::move(e)});
+  id.held_requests.clear();
+}
+
+void stop_listening(Id& id) {
+  if (id.listener == 0) return;
+  std::vector<core::CmEvent> held;
+  {
+    Routes& r = routes();
+    std::lock_guard lock(r.mutex);
+    r.listeners.erase(id.listener);
+    held.swap(id.held_requests);
+  }
+  events_link->cm_stop_listening(id.listener);
+  id.listener = 0;
+  id.accepting = false;
+  for (const core::CmEvent& e : held) events_link->cm_destroy(e.id);  // a REJ for each
+}
+
+void unroute(Id& id) {
+  Routes& r = routes();
+  std::lock_guard lock(r.mutex);
+  if (id.connection != 0) {
+    r.connections.erase(id.connection);
+    r.early.erase(id.connection);
+  }
+}
+
+void purge(Id& id) {
+  if (id.channel == nullptr) return;
+  std::lock_guard lock(id.channel->mutex);
+  std::erase_if(id.channel->queue, [&id](const Queued& q) { return q.id == &id; });
+}
+
+int fail(int err) {
+  errno = err;
+  return -1;
+}
+
+int wait_for(Id& id, rdma_cm_event_type expected) {
+  rdma_cm_event* event = nullptr;
+  if (rdma_get_cm_event(id.channel == nullptr ? nullptr : &id.channel->channel, &event) != 0) return -1;
+  const rdma_cm_event_type got = event->event;
+  const int status = event->status;
+  rdma_ack_cm_event(event);
+  if (got == expected) return 0;
+  // The synchronous calls fail as librdmacm's do: the event's status, or ECONNREFUSED.
+  return fail(status < 0 ? -status : status > 0 ? ECONNREFUSED : EINVAL);
+}
+
+}  // namespace softrdma::rdmacm
+
+using namespace softrdma::rdmacm;
+
+SRDMA_RDMACM_VERSION(rdma_create_event_channel, "RDMACM_1.0")
+rdma_event_channel* srdma_rdmacm_rdma_create_event_channel() {
+  auto* c = new (std::nothrow) Channel;
+  if (c == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  c->channel.fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  if (c->channel.fd < 0) {
+    const int err = errno;
+    delete c;
+    errno = err;
+    return nullptr;
+  }
+  return &c->channel;
+}
+
+SRDMA_RDMACM_VERSION(rdma_destroy_event_channel, "RDMACM_1.0")
+void srdma_rdmacm_rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (channel == nullptr) return;
+  Channel& c = channel_of(channel);
+  ::close(c.channel.fd);
+  delete &c;
+}
+
+SRDMA_RDMACM_VERSION(rdma_get_cm_event, "RDMACM_1.0")
+int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (channel == nullptr || event == nullptr) return fail(EINVAL);
+  Channel& c = channel_of(channel);
+  for (;;) {
+    std::optional<Queued> taken;
+    if (const int err = take(c, taken)) return fail(err);
+    if (!taken) continue;
+    Queued& q = *taken;
+    auto* out = new (std::nothrow) Event;
+    if (out == nullptr) return fail(ENOMEM);
+    Id& id = *q.id;
+    const bool reported = std::holds_alternative<Local>(q.what)
+                              ? (fill_local(id, std::get<Local>(q.what), *out), true)
+                              : translate(id, std::get<core::CmEvent>(q.what), *out);
+    if (!reported) {
+      delete out;
+      continue;
+    }
+    Id& owner = id_of(out->event.id);
+    {
+      std::lock_guard lock(owner.mutex);
+      ++owner.unacked_events;
+    }
+    *event = &out->event;
+    return 0;
+  }
+}
+
+SRDMA_RDMACM_VERSION(rdma_ack_cm_event, "RDMACM_1.0")
+int srdma_rdmacm_rdma_ack_cm_event(rdma_cm_event* event) {
+  if (event == nullptr) return fail(EINVAL);
+  Id& owner = id_of(event->id);
+  {
+    std::lock_guard lock(owner.mutex);
+    --owner.unacked_events;
+  }
+  owner.acked.notify_all();
+  delete reinterpret_cast<Event*>(event);
+  return 0;
+}
