@@ -53,13 +53,7 @@ Expected<std::uint32_t> ConnectionManager::connect(Time now, const CmConnect& r)
   wire::CmReq q;
   if (!copy_private(r.private_data, q.private_data) || (r.qp_type != QpType::rc && r.qp_type != QpType::uc))
     return Expected<std::uint32_t>::error(EINVAL);
-  Connection c;
-  c.state = State::req_sent;
-  c.local_id = new_id();
-  c.remote_gid = r.remote_gid;
-  c.tid = new_tid();
-  c.response_timeout = timeout_ns(kResponseTimeout);
-  c.retries_left = kMaxCmRetries;
+  Connection& c = open(State::req_sent, r.remote_gid);
   q.local_comm_id = c.local_id;
   q.service_id = r.service_id;
   q.local_ca_guid = ca_guid_;
@@ -86,9 +80,8 @@ Expected<std::uint32_t> ConnectionManager::connect(Time now, const CmConnect& r)
   q.alternate.local_lid = 0;
   q.alternate.remote_lid = 0;
   c.req = q;
-  auto& stored = connections_[c.local_id] = std::move(c);
-  send(stored, q, now + stored.response_timeout);
-  return stored.local_id;
+  send(c, q, now + c.response_timeout);
+  return c.local_id;
 }
 
 int ConnectionManager::accept(Time now, std::uint32_t id, const CmAccept& a) {
@@ -172,18 +165,11 @@ int ConnectionManager::disconnect(Time now, std::uint32_t id, std::span<const st
 Expected<std::uint32_t> ConnectionManager::resolve_service(Time now, const CmServiceQuery& query) {
   wire::CmSidrReq s;
   if (!copy_private(query.private_data, s.private_data)) return Expected<std::uint32_t>::error(EINVAL);
-  Connection c;
-  c.state = State::sidr_req_sent;
-  c.local_id = new_id();
-  c.remote_gid = query.remote_gid;
-  c.tid = new_tid();
-  c.response_timeout = timeout_ns(kResponseTimeout);
-  c.retries_left = kMaxCmRetries;
+  Connection& c = open(State::sidr_req_sent, query.remote_gid);
   s.request_id = c.local_id;
   s.service_id = query.service_id;
-  auto& stored = connections_[c.local_id] = std::move(c);
-  send(stored, s, now + stored.response_timeout);
-  return stored.local_id;
+  send(c, s, now + c.response_timeout);
+  return c.local_id;
 }
 
 int ConnectionManager::answer_service(Time, std::uint32_t id, const CmServiceAnswer& a) {
@@ -537,6 +523,18 @@ std::optional<std::uint32_t> ConnectionManager::listener_for(std::uint64_t servi
   for (const auto& [handle, service] : listeners_)
     if (service == service_id) return handle;
   return std::nullopt;
+}
+
+ConnectionManager::Connection& ConnectionManager::open(State state, const Gid& remote) {
+  const std::uint32_t id = new_id();
+  Connection& c = connections_[id];
+  c.state = state;
+  c.local_id = id;
+  c.remote_gid = remote;
+  c.tid = new_tid();
+  c.response_timeout = timeout_ns(kResponseTimeout);
+  c.retries_left = kMaxCmRetries;
+  return c;
 }
 
 std::uint32_t ConnectionManager::new_id() {

@@ -102,6 +102,8 @@ class ConnectionManager {
   Connection* find_remote(const Gid& from, std::uint32_t remote_id);
   std::optional<std::uint32_t> listener_for(std::uint64_t service_id) const;
   bool reserved(Time now, std::uint64_t service_id);
+  // A connection this side starts (REQ or SIDR_REQ): a new ID and exchange, our timeout.
+  Connection& open(State state, const Gid& remote);
   std::uint32_t new_id();
   std::uint64_t new_tid();
   // Sends a MAD on `c`'s behalf; with an answer expected, arms the resend timer.

@@ -29,16 +29,17 @@ program not installed: rdmacm-utils, perftest, qperf). Every process has a timeo
 with this script. ctest runs each case as shim.rdmacm.pairs.CASE.
 """
 
-import ctypes
 import os
 import random
 import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_pairs_test import Side as ProgramSide  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -199,64 +200,15 @@ CASES = [
 # ---------------------------------------------------------------------------------------------
 # Running one case.
 
-_libc = ctypes.CDLL(None, use_errno=True)
-PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    # Survives exec (softrdma run execs the program): nothing outlives this script.
-    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def clean_env():
-    return {k: v for k, v in os.environ.items() if not k.startswith("SOFTRDMA_")}
-
-
-class Side:
-    """One program, its stdout/stderr in files (no pipe can fill up and block it)."""
+class Side(ProgramSide):
+    """One program, its stdout/stderr in files; a server that never exits on its own is stopped."""
 
     def __init__(self, role, argv, workdir, tag):
-        self.role = role
-        self.argv = argv
-        self.out_path = os.path.join(workdir, f"{tag}.{role}.out")
-        self.err_path = os.path.join(workdir, f"{tag}.{role}.err")
-        # stdbuf: line-buffered, so a program stopped at the timeout shows how far it got.
-        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(["stdbuf", "-oL", "-eL"] + argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=err, env=clean_env(), preexec_fn=_die_with_parent)
-        self.timed_out = False
+        super().__init__(role, argv, workdir, tag)
         self.stopped = False
 
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def wait(self, until):
-        while self.alive() and time.monotonic() < until:
-            time.sleep(0.05)
-        if self.alive():
-            self.timed_out = True
-            self.stop()
-        return self.proc.returncode
-
     def stop(self):
-        if self.alive():
-            self.proc.terminate()
-            try:
-                self.proc.wait(2)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def output(self):
-        with open(self.out_path, errors="replace") as f:
-            out = f.read()
-        with open(self.err_path, errors="replace") as f:
-            err = f.read()
-        return out, err
+        self.kill()
 
     def report(self, limit=4000):
         out, err = self.output()
