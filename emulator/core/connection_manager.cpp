@@ -46,7 +46,14 @@ int ConnectionManager::stop_listening(Time now, std::uint32_t listener) {
 
 bool ConnectionManager::reserved(Time now, std::uint64_t service_id) {
   std::erase_if(reserved_until_, [now](const auto& r) { return r.second <= now; });
-  return reserved_until_.count(service_id) != 0;
+  if (reserved_until_.count(service_id)) return true;
+  // An IP CM port is one port in every port space (annex A11.3.1): perftest -R's UD data
+  // listener (RDMA_PS_UDP) follows its control listener (RDMA_PS_TCP) on the same port.
+  const auto asked = wire::ip_cm_service(service_id);
+  return asked && std::any_of(reserved_until_.begin(), reserved_until_.end(), [&](const auto& r) {
+           const auto held = wire::ip_cm_service(r.first);
+           return held && held->port == asked->port;
+         });
 }
 
 Expected<std::uint32_t> ConnectionManager::connect(Time now, const CmConnect& r) {

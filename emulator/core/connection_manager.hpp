@@ -40,9 +40,10 @@ class ConnectionManager {
   // connection's state does not take, or oversized private data; EADDRINUSE for a service ID
   // already listened on.
   Expected<std::uint32_t> listen(std::uint64_t service_id);
-  // A service that stops being listened on stays reserved for one response timeout: a REQ for
-  // it meanwhile is not answered, so that its retry finds a listener the server makes again
-  // (perftest -R listens anew for its data connection) rather than a REJ.
+  // A service that stops being listened on stays reserved for one response timeout (with its
+  // IP CM port in every port space): a REQ for it meanwhile is not answered, so that its retry
+  // finds a listener the server makes again (perftest -R listens anew for its data
+  // connection) rather than a REJ.
   int stop_listening(Time now, std::uint32_t listener);
   Expected<std::uint32_t> connect(Time now, const CmConnect& request);  // sends REQ
   int accept(Time now, std::uint32_t id, const CmAccept& reply);       // sends REP

@@ -201,6 +201,23 @@ TEST_CASE("cm: a REQ between two listens on one service waits for the second, no
   CHECK(events[0].type == CmEventType::request);
 }
 
+TEST_CASE("cm: a SIDR_REQ for the port of a TCP listener that just went waits for a UDP one") {
+  Wire w;
+  const auto tcp = w.b.dev->cm().listen(kService);  // RDMA_PS_TCP, port 7174
+  REQUIRE(w.b.dev->cm().stop_listening(0, *tcp) == 0);
+  core::CmServiceQuery q;
+  q.service_id = 0x0000000001111C06;  // RDMA_PS_UDP, the same port
+  q.remote_gid = w.b.gid();
+  REQUIRE(w.a.dev->cm().resolve_service(0, q));
+  w.run(0);
+  CHECK(w.count(wire::CmAttr::sidr_rep) == 0);
+  REQUIRE(w.b.dev->cm().listen(q.service_id));
+  w.run(kResponseTimeout);
+  const auto events = Wire::events(w.b);
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].type == CmEventType::service_request);
+}
+
 TEST_CASE("cm: a service given up for longer than a response timeout is refused again") {
   Wire w;
   const auto first = w.b.dev->cm().listen(kService);

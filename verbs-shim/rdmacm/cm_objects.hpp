@@ -93,7 +93,8 @@ struct Id {
   std::optional<wire::CmRep> rep;
   std::uint8_t responder_resources = 0;  // what the QP ends up with (max_dest_rd_atomic)
   std::uint8_t initiator_depth = 0;      // (max_rd_atomic)
-  std::uint32_t sq_psn = 0;
+  std::uint32_t sq_psn = 0;  // the peer's starting PSN (its REQ's or REP's)
+  std::uint32_t rq_psn = 0;  // ours, sent in our REQ or REP
   ibv_sa_path_rec path{};  // route.path_rec points here once resolved
   std::uint8_t tos = 0;                      // RDMA_OPTION_ID_TOS: the GRH's traffic class
   std::optional<std::uint8_t> ack_timeout;   // RDMA_OPTION_ID_ACK_TIMEOUT

@@ -126,7 +126,6 @@ int ud_ready(ibv_qp* qp) {
 // What a connected QP's RTR and RTS take from the CM's messages.
 struct Peer {
   std::uint32_t qpn = 0;
-  std::uint32_t psn = 0;
   std::uint8_t path_mtu = IBV_MTU_1024;
   std::uint8_t ack_timeout = kDefaultAckTimeout;
   std::uint8_t retry_count = 7;
@@ -139,7 +138,7 @@ ibv_qp_attr rtr_attr(const Id& id, const Peer& p, int& mask) {
   a.ah_attr = ah_to(id);
   a.path_mtu = static_cast<ibv_mtu>(std::min<std::uint8_t>(p.path_mtu, id.path.mtu));
   a.dest_qp_num = p.qpn;
-  a.rq_psn = p.psn;
+  a.rq_psn = id.rq_psn;
   a.max_dest_rd_atomic = id.responder_resources;
   a.min_rnr_timer = kMinRnrTimer;
   mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
@@ -170,13 +169,13 @@ int ready_qp(Id& id, const Peer& p) {
 
 // The active side's view of its connection, once the REP is in.
 Peer active_peer(const Id& id) {
-  return {id.rep->local_qpn, id.rep->starting_psn, id.req->path_mtu, id.req->primary.local_ack_timeout,
+  return {id.rep->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout,
           id.req->retry_count, id.rep->rnr_retry_count};
 }
 
 // The passive side's, from the REQ.
 Peer passive_peer(const Id& id) {
-  return {id.req->local_qpn, id.req->starting_psn, id.req->path_mtu, id.req->primary.local_ack_timeout,
+  return {id.req->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout,
           id.req->retry_count, id.req->rnr_retry_count};
 }
 
@@ -245,8 +244,11 @@ bool on_request(Id& listener, const core::CmEvent& e, Event& out) {
   }
   child->req = req;
   // Known from now on, so that a QP the application readies itself with rdma_init_qp_attr
-  // before rdma_accept (rping -q) has the PSN and depths the REP will carry.
-  child->sq_psn = starting_psn();
+  // before rdma_accept (rping -q) has the PSNs and depths the REP will carry. A REQ's or REP's
+  // starting PSN is the one its sender's QP expects to receive first, and so the one the
+  // other side's QP sends from (as Linux's CM and rxe use it).
+  child->sq_psn = req.starting_psn;
+  child->rq_psn = starting_psn();
   child->responder_resources = std::min(kMaxRdAtomic, req.initiator_depth);
   child->initiator_depth = std::min(kMaxRdAtomic, req.responder_resources);
   // fill_path's MTU rule, without a query: the REQ's, never above the port's.
@@ -289,6 +291,7 @@ bool on_service_request(Id& listener, const core::CmEvent& e, Event& out) {
 // application as ESTABLISHED); without a QP the application does it with rdma_establish.
 void on_reply(Id& id, const core::CmEvent& e, Event& out) {
   id.rep = std::get<wire::CmRep>(e.mad->message);
+  id.sq_psn = id.rep->starting_psn;
   id.responder_resources = std::min(id.req->responder_resources, id.rep->initiator_depth);
   id.initiator_depth = std::min(id.req->initiator_depth, id.rep->responder_resources);
   set_conn_param(out, id.rep->private_data, &*id.rep, nullptr);
@@ -394,7 +397,6 @@ int create_qp_on(Id& id, ibv_qp* qp) {
     return err;
   }
   id.id.qp = qp;
-  if (id.state != IdState::requested) id.sq_psn = starting_psn();  // a request's was chosen with it
   return 0;
 }
 
@@ -468,7 +470,8 @@ int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   c.remote_gid = remote;
   c.qpn = cm_id->qp != nullptr ? cm_id->qp->qp_num : (param != nullptr ? param->qp_num : 0);
   c.qp_type = cm_id->qp != nullptr && cm_id->qp->qp_type == IBV_QPT_UC ? core::QpType::uc : core::QpType::rc;
-  c.starting_psn = cm_id->qp != nullptr ? id.sq_psn : starting_psn();
+  id.rq_psn = starting_psn();
+  c.starting_psn = id.rq_psn;
   c.responder_resources = param != nullptr ? depth(param->responder_resources) : kMaxRdAtomic;
   c.initiator_depth = param != nullptr ? depth(param->initiator_depth) : kMaxRdAtomic;
   c.retry_count = param != nullptr ? std::min<std::uint8_t>(param->retry_count, 7) : 7;
@@ -490,7 +493,6 @@ int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   sent.path_mtu = static_cast<std::uint8_t>(c.path_mtu);
   sent.primary.local_ack_timeout = c.local_ack_timeout;
   id.req = sent;
-  id.sq_psn = c.starting_psn;
   id.state = IdState::connecting;
   route_connection(id, *started);
   return id.own_channel ? wait_for(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
@@ -529,7 +531,7 @@ int srdma_rdmacm_rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
     a.qpn = param != nullptr ? param->qp_num : 0;
     a.srq = param != nullptr && param->srq;
   }
-  a.starting_psn = id.sq_psn;
+  a.starting_psn = id.rq_psn;
   if (const int err = dev().link->cm_accept(id.connection, a)) return fail(err);
   id.state = IdState::accepted;
   return id.own_channel ? wait_for(id, RDMA_CM_EVENT_ESTABLISHED) : 0;
