@@ -29,6 +29,7 @@ program not installed: rdmacm-utils, perftest, qperf). Every process has a timeo
 with this script. ctest runs each case as shim.rdmacm.pairs.CASE.
 """
 
+import json
 import os
 import random
 import re
@@ -70,11 +71,14 @@ class Case:
     port. READY: a regex of the server's output that says it is about to listen, "tcp" (it
     listens on TCP port {P}), or None (a pause). PERSISTENT: the server never exits on its
     own. CHECK(server_out, client_out) returns [(ok, what, detail)] beyond the EXPECT regexes.
-    ALLOWED: regexes of lines BAD_LINE would catch that the program prints on success."""
+    ALLOWED: regexes of lines BAD_LINE would catch that the program prints on success.
+    SERVER_RUN, CLIENT_RUN: more `softrdma run` options for that side (--faults ...)."""
 
     def __init__(self, name, server, client, server_expect=(), client_expect=(), ready=None, persistent=False,
-                 check=None, allowed=(), timeout=DEFAULT_TIMEOUT):
+                 check=None, allowed=(), timeout=DEFAULT_TIMEOUT, server_run=(), client_run=()):
         self.name = name
+        self.server_run = list(server_run)
+        self.client_run = list(client_run)
         self.server = server
         self.client = client
         self.server_expect = list(server_expect)
@@ -115,12 +119,12 @@ def rping_check(count, size=64):
     return check
 
 
-def rping(name, args, count=100, size=64):
+def rping(name, args, count=100, size=64, **runs):
     common = ["-v", "-C", str(count), "-p", "{P}"] + (["-S", str(size)] if size != 64 else []) + args
     # On the client's disconnect the server's loop ends "waiting" in state 10 (DISCONNECTED),
     # which rping treats as success; both print their DISCONNECT EVENT.
     return Case(name, ["rping", "-s", "-a", "{S}"] + common, ["rping", "-c", "-a", "{S}"] + common,
-                check=rping_check(count, size), allowed=[r"^wait for RDMA_READ_ADV state 10$"])
+                check=rping_check(count, size), allowed=[r"^wait for RDMA_READ_ADV state 10$"], **runs)
 
 
 def cmatose(name, program, args=()):
@@ -166,6 +170,11 @@ CASES = [
     rping("rping.size_4096", ["-V"], size=4096),
     # -q: the programs create and move their QPs themselves (rdma_init_qp_attr, rdma_establish).
     rping("rping.self_qp", ["-V", "-q"]),
+    # Lost CM MADs: the client's first REQ, or the server's first REP (each side's first packet
+    # to QP1), is dropped by the fault stage; the REQ's resend after the response timeout (or
+    # the REQ resent for want of a REP) still connects.
+    rping("rping.lost_req", ["-V"], count=10, client_run=["--faults", "tx.qp=1,tx.drop=1"]),
+    rping("rping.lost_rep", ["-V"], count=10, server_run=["--faults", "tx.qp=1,tx.drop=1"]),
     # ucmatose: RC SENDs over connected ids; -c several connections at once; -m moves the ids
     # to another event channel before disconnecting.
     cmatose("ucmatose", "ucmatose"),
@@ -326,8 +335,11 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir):
             print(f"SKIPPED: {result.skipped}", flush=True)
             return result
     port = free_port()
-    server_argv = [softrdma, "run", "--ip", server_ip, "--"] + fill(case.server, server_ip, port)
-    client_argv = [softrdma, "run", "--ip", client_ip, "--"] + fill(case.client, server_ip, port)
+    stats = {side: os.path.join(workdir, f"{case.name}.{side}.stats.json") for side in ("server", "client")}
+    server_argv = [softrdma, "run", "--ip", server_ip, *faulted(case.server_run, stats["server"]), "--"] + \
+        fill(case.server, server_ip, port)
+    client_argv = [softrdma, "run", "--ip", client_ip, *faulted(case.client_run, stats["client"]), "--"] + \
+        fill(case.client, server_ip, port)
     print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
     deadline = time.monotonic() + (timeout or case.timeout)
 
@@ -356,10 +368,32 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir):
         server.wait(min(deadline, time.monotonic() + 20) if not client.timed_out else time.monotonic())
 
     judge(case, result, server, client)
+    for side, runopts in (("server", case.server_run), ("client", case.client_run)):
+        if "--faults" in runopts:
+            judge_faults(result, side, stats[side])
     if result.failures:
         print(server.report())
         print(client.report(), flush=True)
     return result
+
+
+def faulted(runopts, stats_path):
+    """A side's run options, with --stats when it injects faults (judge_faults reads them)."""
+    return runopts + ["--stats", stats_path] if "--faults" in runopts else runopts
+
+
+def judge_faults(result, side, stats_path):
+    """The scripted drop happened, and QP1 resent a MAD for it: the case tested a loss."""
+    try:
+        with open(stats_path) as f:
+            report = json.load(f)
+    except (OSError, ValueError) as e:
+        result.check(False, f"the {side}'s --stats report is readable", str(e))
+        return
+    dropped = report.get("faults", {}).get("tx", {}).get("dropped_nth", 0)
+    resent = report.get("cm", {}).get("mads_resent", 0)
+    result.check(dropped >= 1 and resent >= 1, f"the {side} dropped a CM MAD and QP1 resent one",
+                 f"dropped_nth={dropped} mads_resent={resent}")
 
 
 def judge(case, result, server, client):
