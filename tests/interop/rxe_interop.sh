@@ -1,6 +1,7 @@
 #!/bin/bash
 # rxe_interop.sh - softrdma against Linux Soft-RoCE (rxe, kernel 6.12) over a real bridge,
-# both directions, every program of issue 8, each exchange captured and checked.
+# both directions, the verbs programs and librdmacm programs (rping, ucmatose, perftest -R),
+# each exchange captured and checked.
 #
 # The rxe peer is guest A of ../shared/tools/interop-vm/rxe-guest.sh (QEMU inside the
 # network namespace that script creates; 10.99.0.2, rxe0). softrdma runs on the host side of
@@ -113,9 +114,26 @@ frames_lost_towards_rxe() {
 			echo $(($(cat /sys/class/net/eth0/statistics/rx_dropped) + 0x$dropped))' | tr -d '\r\n')))
 }
 
-# The device and GID-index options of a program: pingpongs take -g, perftest -x.
+# The device and GID-index options of a program: pingpongs take -g, perftest -x; rdmacm-utils
+# find the device from the address.
 dev_args() { # dev_args PROGRAM DEVICE GID_INDEX
-	case $1 in ibv_*) echo "-d $2 -g $3" ;; *) echo "-d $2 -x $3" ;; esac
+	case $1 in ibv_*) echo "-d $2 -g $3" ;; rping | ucmatose | udaddy) ;; *) echo "-d $2 -x $3" ;; esac
+}
+
+# Programs that connect through rdma_cm (rdmacm-utils, perftest -R) listen on no TCP port:
+# their server is given a few seconds instead (the guest is emulated).
+is_cm() { [[ $1 == rping || $1 == ucmatose || $1 == udaddy || " $2 " == *" -R "* ]]; }
+# A side's arguments: ARGS "SERVER ARGS|CLIENT ARGS" gives each its own, {server} standing for
+# the server's address; plain ARGS serve both, the client's followed by the server's address.
+side_args() { # side_args ARGS ROLE SERVER_ADDRESS
+	local a=$1
+	if [[ $a != *'|'* ]]; then
+		[[ $2 == client ]] && a="$a $3"
+		echo "$a"
+		return
+	fi
+	if [[ $2 == server ]]; then a=${a%%|*}; else a=${a#*|}; fi
+	echo "${a//\{server\}/$3}"
 }
 
 capture_start() { # capture_start FILE
@@ -175,23 +193,27 @@ run_case_once() {
 	local name=$1 dir=$2 prog=$3 args=$4 runopts=${5:-} why=() t=$SECONDS
 	[[ $name =~ $ONLY ]] || return 0
 	local pcap=$OUT/$name.pcap stats=$OUT/$name.stats.json ours=$OUT/$name.softrdma.log
-	local ours_cmd=(env SOFTRDMA_STATS_FILE="$stats" "$SOFTRDMA" run --ip "$OUR_IP" $runopts -- "$prog" $(dev_args "$prog" srdma0 0) $args)
-	local theirs="$prog $(dev_args "$prog" rxe0 "$GIDX") $args"
+	local ours_cmd=(env SOFTRDMA_STATS_FILE="$stats" "$SOFTRDMA" run --ip "$OUR_IP" $runopts -- "$prog" $(dev_args "$prog" srdma0 0))
+	local theirs="$prog $(dev_args "$prog" rxe0 "$GIDX")"
 	local before lost_before rc_ours=0 rc_theirs=0
 	before=$(rxe_rcvd_pkts)
 	lost_before=$(frames_lost_towards_rxe)
 	capture_start "$pcap"
 	if [[ $dir == to-rxe ]]; then
-		guest "bgrun $name sh -c '$theirs; echo exit=\$?'; waitport $PORT; sleep 0.3" >/dev/null
-		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" "$RXE_IP" >"$ours" 2>&1 || rc_ours=$?
+		local ready="waitport $PORT; sleep 0.3"
+		is_cm "$prog" "$args" && ready="sleep 3"
+		guest "bgrun $name sh -c '$theirs $(side_args "$args" server "$RXE_IP"); echo exit=\$?'; $ready" >/dev/null
+		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" $(side_args "$args" client "$RXE_IP") >"$ours" 2>&1 || rc_ours=$?
 		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
 			grep -q ^exit= /tmp/$name.log || killall -9 $prog; cat /tmp/$name.log" >"$OUT/$name.rxe.log" 2>&1
 		grep -q '^exit=0' "$OUT/$name.rxe.log" || rc_theirs=1
 	else
-		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" >"$ours" 2>&1 &
+		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" $(side_args "$args" server "$OUR_IP") >"$ours" 2>&1 &
 		local ours_pid=$!
-		if wait_host_port; then
-			guest "timeout 90 $theirs $OUR_IP" 100 >"$OUT/$name.rxe.log" 2>&1 || rc_theirs=$?
+		local up=0
+		if is_cm "$prog" "$args"; then sleep 2; else wait_host_port || up=1; fi
+		if ((up == 0)); then
+			guest "timeout 90 $theirs $(side_args "$args" client "$OUR_IP")" 100 >"$OUT/$name.rxe.log" 2>&1 || rc_theirs=$?
 		else
 			rc_theirs=124
 		fi
@@ -264,6 +286,13 @@ for dir in to-rxe from-rxe; do
 	run_case "$dir.rc_pingpong.tx-loss" "$dir" ibv_rc_pingpong "-n 50 -s 4096" "--faults tx.opcode=send,tx.loss=5%,seed=1"
 	run_case "$dir.write_bw.tx-loss" "$dir" ib_write_bw "-c RC -n 100 -s 8192" "--faults tx.loss=5%,seed=1"
 	run_case "$dir.read_bw.tx-loss" "$dir" ib_read_bw "-n 100 -s 8192 -o 16" "--faults tx.loss=5%,seed=1"
+	# Connected by the RDMA CM: REQ/REP/RTU and DREQ/DREP to and from rxe's QP1.
+	run_case "$dir.cm.rping" "$dir" rping "-s -a {server} -v -C 50|-c -a {server} -v -C 50"
+	run_case "$dir.cm.ucmatose" "$dir" ucmatose "|-s {server}"
+	# perftest -R listens twice on one port (control, then data); our client's data REQ can
+	# reach rxe between the two, rxe refuses it (REJ 8, as it must), and perftest's retry path
+	# then uses the rdma_cm_ids it has just destroyed and crashes. So only rxe as the client.
+	[[ $dir == from-rxe ]] && run_case "$dir.cm.send_bw" "$dir" ib_send_bw "-R -n 100 -s 4096"
 done
 
 {
