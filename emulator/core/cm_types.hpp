@@ -67,6 +67,7 @@ inline constexpr std::uint8_t rejected = 2;
 
 // REJ reasons the engine sends or reacts to (s12.6.7 table 103).
 namespace rej_reason {
+inline constexpr std::uint16_t no_resources = 3;
 inline constexpr std::uint16_t timeout = 4;
 inline constexpr std::uint16_t invalid_comm_id = 6;
 inline constexpr std::uint16_t invalid_service_id = 8;

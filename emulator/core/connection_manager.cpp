@@ -12,6 +12,9 @@ namespace {
 // second rather than Linux's 4.3 s.
 constexpr std::uint8_t kResponseTimeout = 18;
 constexpr std::uint8_t kMaxCmRetries = 15;  // the most a REQ may ask for (4 bits)
+// Requests a listener may have waiting for its consumer; beyond, REJ "no resources" (table 103),
+// so that a flood of REQs costs a bounded amount of memory.
+constexpr std::size_t kMaxPendingRequests = 1024;
 // REQ's primary path packet rate: 25 Gb/s (IBTA table 227, encoding 15), the 1X EDR the port reports.
 constexpr std::uint8_t kPacketRate = 15;
 
@@ -267,6 +270,13 @@ void ConnectionManager::on_req(Time now, const Gid& from, const wire::CmMad& mad
   }
   if (req.transport_service_type > 1) {  // RD and XRC: the engine's QPs are RC, UC and UD
     reject_unknown(from, mad.header.transaction_id, req.local_comm_id, 0, rej_reason::invalid_transport_type);
+    return;
+  }
+  const auto waiting = std::count_if(connections_.begin(), connections_.end(), [&](const auto& entry) {
+    return entry.second.state == State::req_rcvd && entry.second.listener == *listener;
+  });
+  if (static_cast<std::size_t>(waiting) >= kMaxPendingRequests) {
+    reject_unknown(from, mad.header.transaction_id, req.local_comm_id, 0, rej_reason::no_resources);
     return;
   }
   Connection c;

@@ -404,6 +404,18 @@ TEST_CASE("cm: a new REQ from a QP that is still connected is rejected as stale"
   CHECK(Wire::events(w.b).empty());
 }
 
+TEST_CASE("cm: a flood of REQs: 1024 wait for the consumer, the rest are refused for want of resources") {
+  Wire w;
+  REQUIRE(w.b.dev->cm().listen(kService));
+  for (int i = 0; i < 1100; ++i) REQUIRE(w.a.dev->cm().connect(0, w.request()));
+  w.run(0);
+  CHECK(Wire::events(w.b).size() == 1024);
+  const auto refused = Wire::events(w.a);
+  REQUIRE(refused.size() == 76);
+  for (const auto& e : refused) CHECK(message<wire::CmRej>(e).reason == core::rej_reason::no_resources);
+  CHECK(w.b.dev->counters().cm.rejects_sent == 76);
+}
+
 TEST_CASE("cm: malformed MADs and MADs for other QPs' Q_Keys are counted and dropped") {
   Wire w;
   REQUIRE(w.a.dev->cm().connect(0, w.request()));
