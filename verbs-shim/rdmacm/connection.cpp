@@ -373,7 +373,8 @@ bool translate(Id& id, const core::CmEvent& e, Event& out) {
       id.peer_disconnected = true;
       [[fallthrough]];
     case core::CmEventType::disconnected:
-      to_error(id);
+      // The QP is left alone, as rdma-core's librdmacm leaves it: the application may have
+      // destroyed it already (rping has), and rdma_disconnect moves it to ERR.
       id.state = IdState::disconnected;
       out.event.event = RDMA_CM_EVENT_DISCONNECTED;
       return true;

@@ -2,6 +2,7 @@
 // that blocking, non-blocking (O_NONBLOCK on the fd) and poll()-driven programs all work as
 // with rdma-core's channel fd. The engine's events reach a channel through the routes from
 // its connections and listeners to IDs; events that come before their ID is known wait.
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -72,6 +73,35 @@ int take(Channel& c, std::optional<Queued>& out) {
   out = std::move(c.queue.front());
   c.queue.pop_front();
   return 0;
+}
+
+// A destroyed channel is closed and freed only after kRetiredChannels more have been
+// destroyed: programs destroy their channel while another thread still loops on
+// rdma_get_cm_event (rping's CM thread does). Emptied, it keeps that thread waiting, as one
+// already asleep on the channel's descriptor goes on waiting, instead of handing it freed
+// memory or an error that such a program takes for a failure.
+constexpr std::size_t kRetiredChannels = 64;
+
+void retire(Channel& c) {
+  {
+    std::lock_guard lock(c.mutex);
+    c.queue.clear();
+  }
+  const int flags = ::fcntl(c.channel.fd, F_GETFL);
+  ::fcntl(c.channel.fd, F_SETFL, flags | O_NONBLOCK);
+  std::uint64_t count = 0;
+  while (::read(c.channel.fd, &count, sizeof count) == static_cast<ssize_t>(sizeof count)) {
+  }
+  ::fcntl(c.channel.fd, F_SETFL, flags & ~O_NONBLOCK);
+  static std::mutex mutex;
+  static auto* retired = new std::deque<Channel*>;
+  std::lock_guard lock(mutex);
+  retired->push_back(&c);
+  if (retired->size() > kRetiredChannels) {
+    ::close(retired->front()->channel.fd);
+    delete retired->front();
+    retired->pop_front();
+  }
 }
 
 void fill_local(Id& id, const Local& l, Event& out) {
@@ -206,9 +236,7 @@ rdma_event_channel* srdma_rdmacm_rdma_create_event_channel() {
 SRDMA_RDMACM_VERSION(rdma_destroy_event_channel, "RDMACM_1.0")
 void srdma_rdmacm_rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
-  Channel& c = channel_of(channel);
-  ::close(c.channel.fd);
-  delete &c;
+  retire(channel_of(channel));
 }
 
 SRDMA_RDMACM_VERSION(rdma_get_cm_event, "RDMACM_1.0")
@@ -245,10 +273,12 @@ int srdma_rdmacm_rdma_ack_cm_event(rdma_cm_event* event) {
   if (event == nullptr) return fail(EINVAL);
   Id& owner = id_of(event->id);
   {
+    // Notified under the lock: rdma_destroy_id, waiting for this, frees the ID as soon as it
+    // can take the lock again, and nothing of the ID may be touched after it is released.
     std::lock_guard lock(owner.mutex);
     --owner.unacked_events;
+    owner.acked.notify_all();
   }
-  owner.acked.notify_all();
   delete reinterpret_cast<Event*>(event);
   return 0;
 }
