@@ -279,16 +279,9 @@ void ConnectionManager::on_req(Time now, const Gid& from, const wire::CmMad& mad
     reject_unknown(from, mad.header.transaction_id, req.local_comm_id, 0, rej_reason::no_resources);
     return;
   }
-  Connection c;
-  c.state = State::req_rcvd;
-  c.local_id = new_id();
-  c.remote_id = req.local_comm_id;
-  c.remote_gid = from;
-  c.tid = mad.header.transaction_id;
-  c.listener = *listener;
+  Connection& c = open_for(State::req_rcvd, from, req.local_comm_id, mad.header.transaction_id, *listener);
   c.req = req;
-  const auto& stored = connections_[c.local_id] = std::move(c);
-  emit(CmEventType::request, stored, mad);
+  emit(CmEventType::request, c, mad);
 }
 
 void ConnectionManager::on_rep(Time, const Gid& from, const wire::CmMad& mad) {
@@ -423,15 +416,8 @@ void ConnectionManager::on_sidr_req(Time now, const Gid& from, const wire::CmMad
     send_to(from, mad.header.transaction_id, r);
     return;
   }
-  Connection c;
-  c.state = State::sidr_req_rcvd;
-  c.local_id = new_id();
-  c.remote_id = sidr.request_id;
-  c.remote_gid = from;
-  c.tid = mad.header.transaction_id;
-  c.listener = *listener;
-  const auto& stored = connections_[c.local_id] = std::move(c);
-  emit(CmEventType::service_request, stored, mad);
+  const Connection& c = open_for(State::sidr_req_rcvd, from, sidr.request_id, mad.header.transaction_id, *listener);
+  emit(CmEventType::service_request, c, mad);
 }
 
 void ConnectionManager::on_sidr_rep(const Gid& from, const wire::CmMad& mad) {
@@ -551,6 +537,19 @@ ConnectionManager::Connection& ConnectionManager::open(State state, const Gid& r
   c.tid = new_tid();
   c.response_timeout = timeout_ns(kResponseTimeout);
   c.retries_left = kMaxCmRetries;
+  return c;
+}
+
+ConnectionManager::Connection& ConnectionManager::open_for(State state, const Gid& from, std::uint32_t remote_id,
+                                                           std::uint64_t tid, std::uint32_t listener) {
+  const std::uint32_t id = new_id();
+  Connection& c = connections_[id];
+  c.state = state;
+  c.local_id = id;
+  c.remote_id = remote_id;
+  c.remote_gid = from;
+  c.tid = tid;
+  c.listener = listener;
   return c;
 }
 

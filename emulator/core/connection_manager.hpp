@@ -105,6 +105,9 @@ class ConnectionManager {
   bool reserved(Time now, std::uint64_t service_id);
   // A connection this side starts (REQ or SIDR_REQ): a new ID and exchange, our timeout.
   Connection& open(State state, const Gid& remote);
+  // A connection a peer starts (its REQ or SIDR_REQ, exchange `tid`) for `listener`.
+  Connection& open_for(State state, const Gid& from, std::uint32_t remote_id, std::uint64_t tid,
+                       std::uint32_t listener);
   std::uint32_t new_id();
   std::uint64_t new_tid();
   // Sends a MAD on `c`'s behalf; with an answer expected, arms the resend timer.
