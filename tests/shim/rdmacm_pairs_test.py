@@ -40,7 +40,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from program_pairs_test import Side as ProgramSide  # noqa: E402
+from program_pairs_test import Side as ProgramSide, listens  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -258,33 +258,6 @@ def free_port():
         return s.getsockname()[1]
 
 
-def listens_tcp(pid, port):
-    """Whether process PID holds a TCP socket in LISTEN on PORT (read from /proc, so no probe
-    connection reaches the server)."""
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
-        return False
-    for table in ("tcp", "tcp6"):
-        try:
-            with open(f"/proc/{pid}/net/{table}") as f:
-                rows = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            cols = row.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
-                return True
-    return False
-
-
 class Outcome:
     def __init__(self, name):
         self.name = name
@@ -316,7 +289,7 @@ def wait_ready(case, server, port, deadline):
     pattern = None if case.ready == "tcp" else re.compile(case.ready, re.M)
     while server.alive() and time.monotonic() < until:
         if pattern is None:
-            if listens_tcp(server.pid, port):
+            if listens(server.pid, port):
                 return True
         else:
             out, err = server.output()
