@@ -106,11 +106,13 @@ TEST_CASE("the same seed drops the same packets: two runs of one exchange lose a
 }
 
 TEST_CASE("link down past retry_cnt: the WR completes with RETRY_EXC_ERR and the rest are flushed", "[host][faults]") {
-  // The link goes down 500 ms after a's device starts, for good; timeout 10 (4.2 ms) x 3 retries.
+  // The link goes down 500 ms after a's device starts, for good; timeout 14 (67 ms) x 3
+  // retries: long enough that both WRITEs are sent before the first resend, even under ASan
+  // (with 4.2 ms the second one's first try sometimes came with the first resend: 7 packets).
   Node a(faulty("127.83.42.1", "linkdown=500ms"));
   Node b("127.83.42.2");
   RcOptions o;
-  o.timeout = 10;
+  o.timeout = 14;
   o.retry_cnt = 3;
   RcPair p(a, b, o);
   a.post_send(p.qa, remote_wr(WrOpcode::rdma_write, 1, {a.sge(0, 64)}, b.addr(0), b.mr.rkey));
