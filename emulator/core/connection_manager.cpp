@@ -135,12 +135,8 @@ int ConnectionManager::reject(Time, std::uint32_t id, std::span<const std::uint8
   if (!c || (c->state != State::req_rcvd && c->state != State::rep_rcvd) ||
       !copy_private(private_data, j.private_data))
     return EINVAL;
-  j.local_comm_id = c->local_id;
-  j.remote_comm_id = c->remote_id;
-  j.message_rejected = c->state == State::req_rcvd ? 0 : 1;  // s12.6.7: the REQ or the REP
-  j.reason = rej_reason::consumer_reject;
-  send(*c, j);
-  ++counters_.rejects_sent;
+  // s12.6.7: the REQ or the REP
+  send_rej(*c, c->state == State::req_rcvd ? 0 : 1, rej_reason::consumer_reject, std::move(j));
   connections_.erase(id);
   return 0;
 }
@@ -203,16 +199,10 @@ void ConnectionManager::destroy(Time now, std::uint32_t id) {
     case State::req_sent:
     case State::req_rcvd:
     case State::rep_sent:
-    case State::rep_rcvd: {
-      wire::CmRej j;
-      j.local_comm_id = c->local_id;
-      j.remote_comm_id = c->remote_id;
-      j.message_rejected = c->state == State::req_rcvd ? 0 : c->state == State::rep_rcvd ? 1 : 2;
-      j.reason = c->state == State::req_sent ? rej_reason::timeout : rej_reason::consumer_reject;
-      send(*c, j);
-      ++counters_.rejects_sent;
+    case State::rep_rcvd:
+      send_rej(*c, c->state == State::req_rcvd ? 0 : c->state == State::rep_rcvd ? 1 : 2,
+               c->state == State::req_sent ? rej_reason::timeout : rej_reason::consumer_reject);
       break;
-    }
     case State::established:
     case State::dreq_rcvd:
       disconnect(now, id, {});  // one DREQ (its answer finds no connection), or the awaited DREP
@@ -449,19 +439,12 @@ void ConnectionManager::on_timeout(Time now, Connection& c) {
   c.resend_at = 0;
   switch (c.state) {
     case State::req_sent:
-    case State::rep_sent: {
+    case State::rep_sent:
       // Out of retries: the peer hears a REJ for timeout, the consumer that it is unreachable (s12.9.6).
-      wire::CmRej j;
-      j.local_comm_id = c.local_id;
-      j.remote_comm_id = c.remote_id;
-      j.message_rejected = c.state == State::req_sent ? 0 : 1;
-      j.reason = rej_reason::timeout;
-      send(c, j);
-      ++counters_.rejects_sent;
+      send_rej(c, c.state == State::req_sent ? 0 : 1, rej_reason::timeout);
       emit(CmEventType::unreachable, c, std::nullopt);
       connections_.erase(c.local_id);
       break;
-    }
     case State::dreq_sent:
       c.state = State::timewait;  // a lost DREP: the connection is down all the same (s12.9.7)
       emit(CmEventType::disconnected, c, std::nullopt);
@@ -564,15 +547,18 @@ std::uint32_t ConnectionManager::new_id() {
 std::uint64_t ConnectionManager::new_tid() { return ++next_tid_; }
 
 void ConnectionManager::send(Connection& c, wire::CmMessage message, std::optional<Time> await_until) {
-  wire::CmMad mad;
-  mad.header.method = static_cast<std::uint8_t>(wire::MadMethod::send);
-  mad.header.transaction_id = c.tid;
-  mad.header.attribute_id = static_cast<std::uint16_t>(wire::attribute_of(message));
-  mad.message = std::move(message);
-  c.last_sent = mad;
+  send_to(c.remote_gid, c.tid, std::move(message));
+  c.last_sent = outbox_.back().mad;
   c.resend_at = await_until.value_or(0);
-  ++counters_.mads_sent;
-  outbox_.push_back({c.remote_gid, std::move(mad)});
+}
+
+void ConnectionManager::send_rej(Connection& c, std::uint8_t message_rejected, std::uint16_t reason, wire::CmRej j) {
+  j.local_comm_id = c.local_id;
+  j.remote_comm_id = c.remote_id;
+  j.message_rejected = message_rejected;
+  j.reason = reason;
+  ++counters_.rejects_sent;
+  send(c, j);
 }
 
 void ConnectionManager::send_to(const Gid& to, std::uint64_t tid, wire::CmMessage message) {

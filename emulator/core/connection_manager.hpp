@@ -113,6 +113,8 @@ class ConnectionManager {
   // Sends a MAD on `c`'s behalf; with an answer expected, arms the resend timer.
   void send(Connection& c, wire::CmMessage message, std::optional<Time> await_until = std::nullopt);
   void send_to(const Gid& to, std::uint64_t tid, wire::CmMessage message);
+  // A REJ of `c`'s exchange (s12.6.7); `j` may carry private data.
+  void send_rej(Connection& c, std::uint8_t message_rejected, std::uint16_t reason, wire::CmRej j = {});
   void reject_unknown(const Gid& from, std::uint64_t tid, std::uint32_t remote_id, std::uint8_t message_rejected,
                       std::uint16_t reason);
   void emit(CmEventType type, const Connection& c, std::optional<wire::CmMad> mad);

@@ -5,6 +5,7 @@
 #include "emulator/core/psn.hpp"
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/core/transport.hpp"
+#include "wire/cm_mad.hpp"
 #include "wire/icrc.hpp"
 #include "wire/icrc_ipv4_id.hpp"
 #include "wire/udp.hpp"
@@ -80,7 +81,7 @@ void Device::receive(Time now, const RxPacket& rx) {
     if (icrc == IcrcVerdict::ok_with_solved_ipv4_id) ++counters_.icrc_ipv4_id_solved;
   }
   const wire::IbPacket& p = *checked;
-  if (p.dest_qp() == 1) {
+  if (p.dest_qp() == wire::kGsiQpn) {
     receive_gsi(now, rx, p);
     return;
   }

@@ -8,7 +8,6 @@
 namespace softrdma::core {
 namespace {
 
-constexpr std::uint32_t kGsiQpn = 1;
 const wire::Opcode kUdSendOnly = wire::opcode(wire::Transport::ud, wire::Operation::send_only);
 
 }  // namespace
@@ -32,11 +31,11 @@ std::optional<TxPacket> Device::next_gsi_packet() {
   if (!out) return std::nullopt;
   wire::IbRepr h;
   h.opcode = kUdSendOnly;
-  h.dest_qp = kGsiQpn;
+  h.dest_qp = wire::kGsiQpn;
   h.psn = gsi_psn_;
   gsi_psn_ = (gsi_psn_ + 1) & 0xFFFFFF;
   h.qkey = wire::kGsiQkey;
-  h.src_qp = kGsiQpn;
+  h.src_qp = wire::kGsiQpn;
   TxPacket p;
   p.route.src = config_.gids.empty() ? Gid{} : config_.gids.front();
   p.route.dst = out->to;

@@ -10,13 +10,13 @@
 
 #include <cstdint>
 
+#include "emulator/core/roce_headers.hpp"
 #include "emulator/core/verbs_types.hpp"
 
 namespace softrdma::core {
 
 inline std::uint64_t node_guid(const Gid& gid) {
-  bool v4 = gid[10] == 0xff && gid[11] == 0xff;  // ::ffff:a.b.c.d
-  for (int i = 0; i < 10; ++i) v4 = v4 && gid[i] == 0;
+  const bool v4 = is_ipv4_mapped(gid);
   const std::uint8_t first = v4 ? 0x02 : static_cast<std::uint8_t>((gid[10] | 0x02) & ~0x01);
   const std::uint8_t second = v4 ? 0x00 : gid[11];
   const std::uint8_t bytes[8] = {first, second, gid[12], 0xff, 0xfe, gid[13], gid[14], gid[15]};

@@ -35,11 +35,6 @@ wire::Ipv6Repr ipv6_of(const Endpoints& e) {
 
 }  // namespace
 
-bool is_ipv4_mapped(const Gid& gid) {
-  static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-  return std::equal(std::begin(prefix), std::end(prefix), gid.begin());
-}
-
 std::uint32_t icrc_between(const Endpoints& e, std::span<const std::uint8_t> covered) {
   const std::size_t udp_len = wire::Udp::length + covered.size() + wire::kIcrcLength;
   std::uint8_t udp[wire::Udp::length] = {};

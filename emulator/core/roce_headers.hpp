@@ -5,7 +5,9 @@
 // (s11.4.1.2: 40 bytes; for IPv4 the header sits in the last 20 of them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <span>
 
 #include "emulator/core/verbs_types.hpp"
@@ -25,7 +27,12 @@ struct Endpoints {
   std::uint16_t ipv4_id = 0;
 };
 
-bool is_ipv4_mapped(const Gid& gid);
+// Whether `gid` is an IPv4 address in IPv4-mapped form (::ffff:a.b.c.d). Inline, so that code
+// without the engine (the verbs shim's identity, librdmacm) asks the same question.
+inline bool is_ipv4_mapped(const Gid& gid) {
+  static constexpr std::uint8_t prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
+  return std::equal(std::begin(prefix), std::end(prefix), gid.begin());
+}
 
 // Writes the IP header of a RoCEv2 packet between `e` carrying a `udp_len`-byte UDP datagram,
 // as the ICRC assumes it: IPv4 (ID e.ipv4_id, DF) when `e.dst` is IPv4-mapped, IPv6 otherwise.
