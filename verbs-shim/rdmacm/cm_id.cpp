@@ -2,11 +2,11 @@
 // softrdma (an IP address is its RoCEv2 GID, annex A17.4.5.1), so its events are queued at once.
 #include <arpa/inet.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
 
+#include "emulator/core/roce_headers.hpp"
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
 
@@ -23,6 +23,8 @@ bool known(rdma_port_space ps) {
 
 // A synchronous ID's call waits for the event its asynchronous form would report.
 int settle(Id& id, rdma_cm_event_type expected) { return id.own_channel ? wait_for(id, expected) : 0; }
+
+}  // namespace
 
 // The route of a RoCE port: one path whose GIDs are the two addresses' (s12.7.2's path record,
 // as rdma_cm fills it on RoCE with no subnet administrator).
@@ -46,7 +48,6 @@ void fill_path(Id& id) {
   id.id.route.num_paths = 1;
 }
 
-}  // namespace
 }  // namespace softrdma::rdmacm
 
 using namespace softrdma::rdmacm;
@@ -91,7 +92,7 @@ int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
   unroute(id);
   purge(id);
   stop_listening(id);
-  if (id.connection != 0) device(nullptr)->link->cm_destroy(id.connection);
+  if (id.connection != 0) dev().link->cm_destroy(id.connection);
   release_port(id);
   {
     std::lock_guard lock(id.channel->mutex);
@@ -137,9 +138,7 @@ int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* d
   if (srcs.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&srcs)->sin_port = htons(id.port);
   else reinterpret_cast<sockaddr_in6*>(&srcs)->sin6_port = htons(id.port);
   // One socket bound to one address: an IPv4 device cannot reach an IPv6 peer, nor the reverse.
-  const bool v4_device = d->address.ss_family == AF_INET;
-  const bool v4_peer = dgid[10] == 0xff && dgid[11] == 0xff && std::all_of(dgid.begin(), dgid.begin() + 10, [](auto b) { return b == 0; });
-  if (v4_device != v4_peer) {
+  if (core::is_ipv4_mapped(d->gid) != core::is_ipv4_mapped(dgid)) {
     queue_local(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);
     return settle(id, RDMA_CM_EVENT_ADDR_RESOLVED);
   }

@@ -121,6 +121,8 @@ struct Device {
 // The device, started on `preferred` when it has not started yet and nothing in the
 // environment chooses its address; null with errno set (ENODEV) when it cannot start.
 const Device* device(const sockaddr* preferred);
+// The device, once an ID has been bound (and so the device started).
+inline const Device& dev() { return *device(nullptr); }
 // Whether `address` (port ignored) is the device's, or a wildcard of either family.
 bool is_wildcard(const sockaddr* address);
 bool serves(const Device& d, const sockaddr* address);
@@ -131,6 +133,9 @@ void release_port(Id& id);
 socklen_t address_length(const sockaddr* address);
 core::Gid gid_of(const sockaddr* address);
 std::uint16_t port_of(const sockaddr* address);  // host order
+
+// Gives `id` the one path of a RoCE port between its two addresses (cm_id.cpp).
+void fill_path(Id& id);
 
 // Events (event_channel.cpp).
 void queue_local(Id& id, rdma_cm_event_type type, int status = 0);

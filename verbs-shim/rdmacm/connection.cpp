@@ -26,8 +26,6 @@ constexpr std::uint8_t kMaxRdAtomic = 16;
 constexpr std::size_t kReqUserData = sizeof(wire::CmReq::private_data) - wire::kIpCmHeaderLength;
 constexpr std::size_t kSidrReqUserData = sizeof(wire::CmSidrReq::private_data) - wire::kIpCmHeaderLength;
 
-const Device& dev() { return *device(nullptr); }
-
 // A random 24-bit starting PSN for a QP's send queue: a QPN reused by a later connection must
 // not take its predecessor's late packets for its own (IBTA s9.7.1 leaves the choice open).
 std::uint32_t starting_psn() {
@@ -231,6 +229,7 @@ Id* child_for(Id& listener, const core::CmEvent& e, std::span<const std::uint8_t
   std::memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, dev().gid.data(), 16);
   std::memcpy(child->id.route.addr.addr.ibaddr.dgid.raw, e.remote_gid.data(), 16);
   child->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+  fill_path(*child);
   child->state = IdState::requested;
   return child;
 }
@@ -251,15 +250,6 @@ bool on_request(Id& listener, const core::CmEvent& e, Event& out) {
   child->rq_psn = starting_psn();
   child->responder_resources = std::min(kMaxRdAtomic, req.initiator_depth);
   child->initiator_depth = std::min(kMaxRdAtomic, req.responder_resources);
-  // fill_path's MTU rule, without a query: the REQ's, never above the port's.
-  ibv_port_attr port{};
-  child->path.mtu = ibv_query_port(child->id.verbs, 1, &port) == 0 ? port.active_mtu : IBV_MTU_1024;
-  child->path.sgid = child->id.route.addr.addr.ibaddr.sgid;
-  child->path.dgid = child->id.route.addr.addr.ibaddr.dgid;
-  child->path.pkey = htons(0xFFFF);
-  child->path.hop_limit = 64;
-  child->id.route.path_rec = &child->path;
-  child->id.route.num_paths = 1;
   route_connection(*child, e.id);
   out.event.id = &child->id;
   out.event.listen_id = &listener.id;

@@ -142,7 +142,7 @@ SRDMA_RDMACM_VERSION(rdma_create_srq_ex, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_srq_ex(rdma_cm_id* cm, ibv_srq_init_attr_ex* attr) {
   if (cm == nullptr || attr == nullptr || cm->verbs == nullptr) return fail(EINVAL);
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
-    attr->pd = cm->pd != nullptr ? cm->pd : device(nullptr)->pd;
+    attr->pd = cm->pd != nullptr ? cm->pd : dev().pd;
     attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
   }
   ibv_srq* srq = ibv_create_srq_ex(cm->verbs, attr);
@@ -154,7 +154,7 @@ int srdma_rdmacm_rdma_create_srq_ex(rdma_cm_id* cm, ibv_srq_init_attr_ex* attr) 
 SRDMA_RDMACM_VERSION(rdma_create_srq, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_srq(rdma_cm_id* cm, ibv_pd* pd, ibv_srq_init_attr* attr) {
   if (cm == nullptr || attr == nullptr || cm->verbs == nullptr) return fail(EINVAL);
-  ibv_srq* srq = ibv_create_srq(pd != nullptr ? pd : (cm->pd != nullptr ? cm->pd : device(nullptr)->pd), attr);
+  ibv_srq* srq = ibv_create_srq(pd != nullptr ? pd : (cm->pd != nullptr ? cm->pd : dev().pd), attr);
   if (srq == nullptr) return -1;
   cm->srq = srq;
   return 0;

@@ -25,7 +25,6 @@ struct Routes {
   std::map<std::uint32_t, std::vector<core::CmEvent>> early;  // for connections not yet routed
 };
 
-host::DeviceLink* events_link = nullptr;  // set once, by start_events
 
 Routes& routes() {
   static Routes* r = new Routes;  // events may arrive during static destruction
@@ -122,13 +121,12 @@ void end_connections_at_exit() {
     for (const auto& [connection, id] : r.connections) open.push_back(connection);
     r.connections.clear();
   }
-  for (const std::uint32_t connection : open) events_link->cm_destroy(connection);
+  for (const std::uint32_t connection : open) dev().link->cm_destroy(connection);
 }
 
 }  // namespace
 
 void start_events(host::DeviceLink& link) {
-  events_link = &link;
   link.set_cm_handler(on_cm_event);
   std::atexit(end_connections_at_exit);
 }
@@ -149,7 +147,7 @@ void route_connection(Id& id, std::uint32_t connection) {
 }
 
 int start_listening(Id& id) {
-  const auto listener = events_link->cm_listen(service_id(id.id.ps, id.port));
+  const auto listener = dev().link->cm_listen(service_id(id.id.ps, id.port));
   if (!listener) return listener.error();
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
@@ -175,10 +173,10 @@ void stop_listening(Id& id) {
     r.listeners.erase(id.listener);
     held.swap(id.held_requests);
   }
-  events_link->cm_stop_listening(id.listener);
+  dev().link->cm_stop_listening(id.listener);
   id.listener = 0;
   id.accepting = false;
-  for (const core::CmEvent& e : held) events_link->cm_destroy(e.id);  // a REJ for each
+  for (const core::CmEvent& e : held) dev().link->cm_destroy(e.id);  // a REJ for each
 }
 
 void unroute(Id& id) {
