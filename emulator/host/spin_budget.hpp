@@ -3,15 +3,13 @@
 //
 // After activity the progress thread keeps looking for work for HostConfig::spin before it
 // sleeps, because a sleep costs a wake-up (and a DPDK port, which has no file descriptor, is not
-// looked at again for a whole poll interval). Measured from the last work in wall time, the spin
-// also counted the time the thread spent preempted. On a machine with fewer cores than busy
-// threads the scheduler takes the core away for longer than the whole 50 us spin, so the thread
-// went to sleep on its first idle pass back, in the middle of a stream: between two softrdmad
-// daemons joined by net_memif, ib_write_bw 64 B ran at 0.76-0.94 M msg/s in runs where the
-// daemons slept 4-5 thousand times a second, and at 1.4-1.5 where they did not. So a pass counts
-// for the wall time since the previous one only up to kLongestPass: a pass that looks at the
-// work rings and the port and yields takes a few microseconds, and the rest of a longer gap was
-// someone else's.
+// looked at again for a whole poll interval). Wall time would count the time the thread spends
+// preempted: with fewer cores than busy threads the scheduler takes the core away for longer
+// than the whole 50 us spin, and the thread would sleep on its first idle pass back, in the
+// middle of a stream (two memif daemons at ib_write_bw 64 B: 0.76-0.94 M msg/s with 4-5
+// thousand sleeps a second, against 1.4-1.5 without). So a pass counts for the wall time since
+// the previous one only up to kLongestPass: a pass that looks at the work rings and the port
+// and yields takes a few microseconds, and the rest of a longer gap was someone else's.
 #pragma once
 
 #include <algorithm>

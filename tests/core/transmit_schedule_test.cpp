@@ -1,6 +1,6 @@
 // Which QP's packet transmit() hands out next: QPs with requests take turns packet by packet,
 // answers go before requests, and a QP that was idle is served again once something touches
-// it (Device::wake). The device no longer asks every QP for every packet, so these are the
+// it (Device::wake). The device asks only the QPs in its queues for packets, so these are the
 // properties that a missed wake-up or a stale queue entry would break.
 #include <catch2/catch.hpp>
 
