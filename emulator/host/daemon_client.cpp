@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 
 #include "emulator/core/wr_checks.hpp"
+#include "emulator/host/daemon_cm_codec.hpp"
 #include "emulator/host/daemon_socket.hpp"
 
 namespace softrdma::host {
@@ -101,22 +103,32 @@ void DaemonClient::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on
 }
 
 void DaemonClient::read_events() {
+  std::array<std::uint8_t, daemon::kMaxEventMessage> message;
   for (;;) {
-    daemon::Event e;
-    const ssize_t n = ::recv(events_fd_, &e, sizeof e, 0);
+    const ssize_t n = ::recv(events_fd_, message.data(), message.size(), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n != static_cast<ssize_t>(sizeof e)) break;
+    if (n < static_cast<ssize_t>(sizeof(daemon::Event))) break;
     std::lock_guard lock(handlers_mutex_);
-    if (e.kind == daemon::EventKind::cq && on_cq_) on_cq_(e.a);
-    if (e.kind == daemon::EventKind::async && on_async_) {
-      const core::AsyncEvent event{static_cast<core::AsyncEventType>(e.a), e.b};
-      // The daemon is shutting down: until it closes the connection, requests still work, so
-      // that the application can poll its flushed completions.
-      if (event.type == core::AsyncEventType::device_fatal && fatal_raised_.exchange(true)) continue;
-      on_async_(event);
-    }
+    dispatch(std::span<const std::uint8_t>(message.data(), static_cast<std::size_t>(n)));
   }
   if (!closing_.load()) lost_daemon();
+}
+
+void DaemonClient::dispatch(std::span<const std::uint8_t> message) {
+  daemon::Reader in(message);
+  const auto e = in.get<daemon::Event>();
+  if (e.kind == daemon::EventKind::cq && on_cq_) on_cq_(e.a);
+  if (e.kind == daemon::EventKind::async && on_async_) {
+    const core::AsyncEvent event{static_cast<core::AsyncEventType>(e.a), e.b};
+    // The daemon is shutting down: until it closes the connection, requests still work, so
+    // that the application can poll its flushed completions.
+    if (event.type == core::AsyncEventType::device_fatal && fatal_raised_.exchange(true)) return;
+    on_async_(event);
+  }
+  if (e.kind == daemon::EventKind::cm && on_cm_) {
+    core::CmEvent event;
+    if (daemon::get(in, event)) on_cm_(event);
+  }
 }
 
 void DaemonClient::lost_daemon() {
@@ -570,6 +582,70 @@ void DaemonClient::ring_doorbell() {
   if (!work_->daemon_asleep()) return;  // awake: it will find the record (work_ring.hpp)
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(doorbell_fd_, &one, sizeof one);
+}
+
+// The connection manager's requests: the daemon checks the handles are this client's.
+core::Expected<std::uint32_t> DaemonClient::cm_listen(std::uint64_t service_id) {
+  return create<std::uint32_t>(Op::cm_listen, [&](Writer& out) { out.put(service_id); });
+}
+
+int DaemonClient::cm_stop_listening(std::uint32_t listener) { return simple(Op::cm_stop_listening, listener); }
+
+core::Expected<std::uint32_t> DaemonClient::cm_connect(const core::CmConnect& request) {
+  return create<std::uint32_t>(Op::cm_connect, [&](Writer& out) { daemon::put(out, request); });
+}
+
+int DaemonClient::cm_accept(std::uint32_t id, const core::CmAccept& reply) {
+  return transact(
+      Op::cm_accept,
+      [&](Writer& out) {
+        out.put(id);
+        daemon::put(out, reply);
+      },
+      [](Reader&, int) {});
+}
+
+int DaemonClient::cm_with_data(Op op, std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return transact(
+      op,
+      [&](Writer& out) {
+        out.put(id);
+        out.put_vector(private_data);
+      },
+      [](Reader&, int) {});
+}
+
+int DaemonClient::cm_ready(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return cm_with_data(Op::cm_ready, id, private_data);
+}
+
+int DaemonClient::cm_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return cm_with_data(Op::cm_reject, id, private_data);
+}
+
+int DaemonClient::cm_disconnect(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return cm_with_data(Op::cm_disconnect, id, private_data);
+}
+
+core::Expected<std::uint32_t> DaemonClient::cm_resolve_service(const core::CmServiceQuery& query) {
+  return create<std::uint32_t>(Op::cm_resolve_service, [&](Writer& out) { daemon::put(out, query); });
+}
+
+int DaemonClient::cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) {
+  return transact(
+      Op::cm_answer_service,
+      [&](Writer& out) {
+        out.put(id);
+        daemon::put(out, answer);
+      },
+      [](Reader&, int) {});
+}
+
+void DaemonClient::cm_destroy(std::uint32_t id) { simple(Op::cm_destroy, id); }
+
+void DaemonClient::set_cm_handler(CmEventHandler on_cm) {
+  std::lock_guard lock(handlers_mutex_);
+  on_cm_ = std::move(on_cm);
 }
 
 }  // namespace softrdma::host

@@ -83,21 +83,20 @@ class DaemonClient final : public DeviceLink {
   int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
   int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override;
-  // Connection management is not yet carried by the daemon protocol: EOPNOTSUPP.
-  core::Expected<std::uint32_t> cm_listen(std::uint64_t) override { return unsupported(); }
-  int cm_stop_listening(std::uint32_t) override { return EOPNOTSUPP; }
-  core::Expected<std::uint32_t> cm_connect(const core::CmConnect&) override { return unsupported(); }
-  int cm_accept(std::uint32_t, const core::CmAccept&) override { return EOPNOTSUPP; }
-  int cm_ready(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
-  int cm_reject(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
-  int cm_disconnect(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
-  core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery&) override { return unsupported(); }
-  int cm_answer_service(std::uint32_t, const core::CmServiceAnswer&) override { return EOPNOTSUPP; }
-  void cm_destroy(std::uint32_t) override {}
-  void set_cm_handler(CmEventHandler) override {}
+  // Connection management: requests to the daemon's CM, events from it (daemon_cm_codec.hpp).
+  core::Expected<std::uint32_t> cm_listen(std::uint64_t service_id) override;
+  int cm_stop_listening(std::uint32_t listener) override;
+  core::Expected<std::uint32_t> cm_connect(const core::CmConnect& request) override;
+  int cm_accept(std::uint32_t id, const core::CmAccept& reply) override;
+  int cm_ready(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int cm_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int cm_disconnect(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery& query) override;
+  int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) override;
+  void cm_destroy(std::uint32_t id) override;
+  void set_cm_handler(CmEventHandler on_cm) override;
 
  private:
-  static core::Expected<std::uint32_t> unsupported() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
   DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address);
 
   // Sends the request `encode(Writer&)` writes after `op`, reads the reply and hands the
@@ -128,6 +127,8 @@ class DaemonClient final : public DeviceLink {
   bool push_record();  // record_ into the work ring, waiting for room; false when the daemon is gone
   void ring_doorbell();
   void read_events();     // the event thread
+  void dispatch(std::span<const std::uint8_t> message);  // one event message, under handlers_mutex_
+  int cm_with_data(daemon::Op op, std::uint32_t id, std::span<const std::uint8_t> private_data);
   void lost_daemon();     // device_fatal, once
 
   int fd_ = -1;
@@ -172,6 +173,7 @@ class DaemonClient final : public DeviceLink {
   std::mutex handlers_mutex_;
   CqEventHandler on_cq_;
   AsyncEventHandler on_async_;
+  CmEventHandler on_cm_;
   std::thread events_thread_;
 };
 

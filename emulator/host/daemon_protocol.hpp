@@ -25,12 +25,14 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 3;  // 2: shared-memory CQ rings; 3: work rings
+inline constexpr std::uint32_t kVersion = 4;  // 2: shared-memory CQ rings; 3: work rings; 4: CM
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19;
 // A request or reply never exceeds this; the client splits long WR lists to fit.
 inline constexpr std::size_t kMaxMessage = 64 * 1024;
+// An event message never exceeds this (a CM event carries its 256-byte MAD).
+inline constexpr std::size_t kMaxEventMessage = 512;
 // Completions one poll_cq request may ask for, WRs one post request may carry.
 inline constexpr std::uint32_t kMaxPolled = 1024;
 inline constexpr std::uint32_t kMaxWrs = 4096;
@@ -69,6 +71,17 @@ enum class Op : std::uint32_t {
   drain_cq,  // the CQ's ring has room again: move what waits in the engine (cq_ring.hpp)
   attach_work_ring,  // with the client's work ring attached (work_ring.hpp)
   queue_room,        // u8 Device::WorkQueue, u32 handle -> u32 WRs the queue still takes
+  // The connection manager of port 1 (DeviceLink::cm_*; daemon_cm_codec.hpp for the bodies).
+  cm_listen,
+  cm_stop_listening,
+  cm_connect,
+  cm_accept,
+  cm_ready,
+  cm_reject,
+  cm_disconnect,
+  cm_resolve_service,
+  cm_answer_service,
+  cm_destroy,
 };
 
 struct Hello {
@@ -83,6 +96,7 @@ struct Hello {
 enum class EventKind : std::uint32_t {
   cq = 1,     // `a`: the CQ whose notification fired
   async = 2,  // `a`: core::AsyncEventType, `b`: its element
+  cm = 3,     // a core::CmEvent follows the Event (daemon_cm_codec.hpp)
 };
 struct Event {
   EventKind kind = EventKind::cq;

@@ -536,8 +536,9 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
       out.put(static_cast<std::uint32_t>(posted));
       return true;
     }
+    default:
+      return handle_cm(c, op, in, out);  // false for what is not an operation
   }
-  return false;  // not an operation
 }
 
 }  // namespace softrdma::host

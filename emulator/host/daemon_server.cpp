@@ -97,6 +97,7 @@ DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOpti
     : host_(host), memory_(memory), link_(host), options_(std::move(options)), listen_fd_(listen_fd), stop_fd_(stop_fd) {
   host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
                            [this](const core::AsyncEvent& e) { send_event(e); });
+  host_.set_cm_handler([this](const core::CmEvent& e) { send_event(e); });
   host_.set_completion_sink([this](core::Device& d) { fill_rings(d); });
   host_.set_work_source(this);
 }
@@ -239,6 +240,7 @@ void DaemonServer::release(Client& c) {
     std::lock_guard ring_lock(ring_clients_mutex_);
     std::erase(ring_clients_, &c);  // the progress thread pulls from it no more
   }
+  release_cm(c);  // first: the peers hear DREQ or REJ while the QPs still exist
   Client owned;
   {
     std::lock_guard lock(mutex_);
@@ -379,6 +381,7 @@ void DaemonServer::shutdown() {
   while (client_count() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ::close(stop_fd_);
   host_.set_event_handlers(nullptr, nullptr);  // the host may outlive this server
+  host_.set_cm_handler(nullptr);
   host_.set_completion_sink(nullptr);
   host_.set_work_source(nullptr);
 }

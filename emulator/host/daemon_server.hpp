@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "emulator/host/cq_ring.hpp"
+#include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/embedded_link.hpp"
 #include "emulator/host/event_outbox.hpp"
@@ -86,6 +87,9 @@ class DaemonServer final : private WorkSource {
     // key byte changes with every bind.
     std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps;
     std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
+    // Its connection manager listeners and connections (communication IDs): those it opened,
+    // and those a peer's REQ or SIDR_REQ opened for one of its listeners.
+    std::unordered_set<std::uint32_t> cm_listeners, cm_ids;
     // WRs posted so far per QP, {send, recv} (free-running), for the room slots (work_ring.hpp).
     std::unordered_map<std::uint32_t, std::array<std::uint32_t, 2>> taken;
     std::thread thread;
@@ -102,9 +106,15 @@ class DaemonServer final : private WorkSource {
   // Handles one request, with the descriptor that came with it (a request that keeps it sets
   // `passed` to -1); false when the message is malformed (the client is dropped).
   bool handle(Client& client, std::span<const std::uint8_t> request, int& passed, std::vector<std::uint8_t>& reply);
+  // The connection manager's requests (daemon_cm_requests.cpp), on the same terms as handle().
+  bool handle_cm(Client& client, daemon::Op op, daemon::Reader& in, daemon::Writer& out);
   void release(Client& client);  // destroys what the client created
+  void release_cm(Client& client);  // ends its connections (DREQ or REJ) and listeners
   void send_event(std::uint32_t cq);
   void send_event(const core::AsyncEvent& event);
+  // To the owner of the event's listener (a request, which the owner then owns) or connection.
+  void send_event(const core::CmEvent& event);
+  bool deliver_cm(std::span<const std::uint8_t> message, const core::CmEvent& event, bool request);  // false: no owner
   void reap_finished();
   // The completion sink (under the host's lock): new completions into the clients' CQ rings.
   void fill_rings(core::Device& device);

@@ -16,8 +16,8 @@ enum class Sent : std::uint8_t { yes, no_room };
 
 // A socket whose client is gone (EPIPE, ECONNRESET) counts as sent: its connection's end frees
 // everything, and there is no one left to tell.
-Sent try_send(int fd, const daemon::Event& e) {
-  const ssize_t n = ::send(fd, &e, sizeof e, MSG_DONTWAIT | MSG_NOSIGNAL);
+Sent try_send(int fd, std::span<const std::uint8_t> message) {
+  const ssize_t n = ::send(fd, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) ? Sent::no_room : Sent::yes;
 }
 
@@ -45,19 +45,19 @@ EventOutbox::~EventOutbox() {
   ::close(wake_fd_);
 }
 
-void EventOutbox::send(int fd, const daemon::Event& e) {
+void EventOutbox::send(int fd, std::span<const std::uint8_t> message) {
   std::lock_guard lock(mutex_);
   auto it = waiting_.find(fd);  // a socket listed here has events waiting (send_waiting drops empty ones)
   if (it == waiting_.end()) {
-    if (try_send(fd, e) == Sent::yes) return;
+    if (try_send(fd, message) == Sent::yes) return;
     it = waiting_.try_emplace(fd).first;
   }
-  std::deque<daemon::Event>& queue = it->second;
+  auto& queue = it->second;
   if (queue.size() >= kMaxWaiting) {
     if (dropped_++ == 0) std::fprintf(stderr, "softrdmad: a client reads no events; its newest are dropped\n");
     return;
   }
-  queue.push_back(e);
+  queue.emplace_back(message.begin(), message.end());
   if (queue.size() == 1) kick(wake_fd_);  // the thread polls this socket from now on
 }
 
@@ -80,7 +80,7 @@ std::uint64_t EventOutbox::dropped() {
 
 void EventOutbox::send_waiting() {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    std::deque<daemon::Event>& queue = it->second;
+    auto& queue = it->second;
     while (!queue.empty() && try_send(it->first, queue.front()) == Sent::yes) queue.pop_front();
     it = queue.empty() ? waiting_.erase(it) : std::next(it);
   }

@@ -9,9 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "emulator/host/daemon_protocol.hpp"
 
@@ -29,9 +31,12 @@ class EventOutbox {
   ~EventOutbox();  // what still waits is dropped: its clients are gone
 
   bool ok() const { return wake_fd_ >= 0; }
-  // Sends `e` on the SOCK_SEQPACKET socket `fd` now if nothing waits for it and it has room,
-  // else queues it.
-  void send(int fd, const daemon::Event& e);
+  // Sends the message on the SOCK_SEQPACKET socket `fd` now if nothing waits for it and it has
+  // room, else queues a copy.
+  void send(int fd, std::span<const std::uint8_t> message);
+  void send(int fd, const daemon::Event& e) {
+    send(fd, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(&e), sizeof e));
+  }
   // The socket is about to be closed: its waiting events are dropped (its number may come back).
   void forget(int fd);
   std::size_t waiting_total();  // events waiting, over every socket
@@ -42,7 +47,7 @@ class EventOutbox {
   void send_waiting();  // under mutex_
 
   std::mutex mutex_;
-  std::unordered_map<int, std::deque<daemon::Event>> waiting_;
+  std::unordered_map<int, std::deque<std::vector<std::uint8_t>>> waiting_;
   std::uint64_t dropped_ = 0;
   bool stopping_ = false;
   int wake_fd_ = -1;  // an eventfd: new events wait, or stop

@@ -7,7 +7,11 @@ usage: rdmacm_pairs_test.py --list
 CASE is a name printed by --list, or `all`. Each case runs one server and one client, both
 through `softrdma run --ip ADDR` in embedded mode (each program its own device) on loopback:
 the server's device on a free 127.77.X.1, the client's on 127.77.X.2 (or the addresses
-given), and the client is pointed at the server's address. The pairs are rdma-core's
+given), and the client is pointed at the server's address. daemon.CASE runs the same pair on
+one softrdmad ($SOFTRDMAD) on the server's address, both programs attached to it with
+`softrdma run --daemon`, so that the connection is between two QPs of one device, as two
+processes on one host with one RNIC connect; softrdmad must then exit 0 on SIGTERM. Cases
+that inject faults per program have no daemon variant (the daemon's faults are its own). The pairs are rdma-core's
 rdmacm-utils (rping, ucmatose, udaddy, rdma_server/rdma_client, cmtime), perftest with -R
 (its QPs connected by the RDMA CM) and qperf with -cm1.
 
@@ -78,6 +82,7 @@ class Case:
                  check=None, allowed=(), timeout=DEFAULT_TIMEOUT, server_run=(), client_run=()):
         self.name = name
         self.server_run = list(server_run)
+        self.on_daemon = not server_run and not client_run  # a daemon variant, when no side injects faults
         self.client_run = list(client_run)
         self.server = server
         self.client = client
@@ -273,6 +278,34 @@ class Outcome:
         return ok
 
 
+def start_daemon(address, workdir, tag, result):
+    """softrdmad on ADDRESS with its socket in WORKDIR: (the Side, the socket), or (None, None)."""
+    softrdmad = os.environ.get("SOFTRDMAD", "")
+    if not os.path.exists(softrdmad):
+        result.skipped = f"softrdmad is not at '{softrdmad}' (set SOFTRDMAD)"
+        print(f"SKIPPED: {result.skipped}", flush=True)
+        return None, None
+    sock = os.path.join(workdir, f"{tag}.sock")
+    daemon = Side("softrdmad", [softrdmad, "--ip", address, "--socket", sock], workdir, tag)
+    deadline = time.monotonic() + READY_TIMEOUT
+    while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not result.check(os.path.exists(sock), f"softrdmad listens on {sock}", daemon.report()):
+        daemon.kill()
+        return None, None
+    return daemon, sock
+
+
+def stop_daemon(daemon, result):
+    daemon.proc.terminate()
+    try:
+        rc = daemon.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        rc = None
+    result.check(rc == 0, "softrdmad exits 0 on SIGTERM", daemon.report())
+
+
 def fill(template, server_ip, port):
     return [a.replace("{S}", server_ip).replace("{P}", str(port)) for a in template]
 
@@ -300,18 +333,36 @@ def wait_ready(case, server, port, deadline):
     return False
 
 
-def run_case(case, softrdma, server_ip, client_ip, timeout, workdir):
-    result = Outcome(case.name)
+def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=False):
+    name = f"daemon.{case.name}" if on_daemon else case.name
+    result = Outcome(name)
     for program in case.programs:
         if not os.path.exists(f"/usr/bin/{program}"):
             result.skipped = f"/usr/bin/{program} is not installed (apt-get install {PACKAGES.get(program, 'perftest')})"
             print(f"SKIPPED: {result.skipped}", flush=True)
             return result
+    daemon = None
+    if on_daemon:
+        daemon, sock = start_daemon(server_ip, workdir, name, result)
+        if daemon is None:
+            return result
+        server_attach = client_attach = [f"--daemon={sock}"]
+    else:
+        server_attach, client_attach = ["--ip", server_ip], ["--ip", client_ip]
+    try:
+        run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir)
+    finally:
+        if daemon is not None:
+            stop_daemon(daemon, result)
+    return result
+
+
+def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir):
     port = free_port()
     stats = {side: os.path.join(workdir, f"{case.name}.{side}.stats.json") for side in ("server", "client")}
-    server_argv = [softrdma, "run", "--ip", server_ip, *faulted(case.server_run, stats["server"]), "--"] + \
+    server_argv = [softrdma, "run", *server_attach, *faulted(case.server_run, stats["server"]), "--"] + \
         fill(case.server, server_ip, port)
-    client_argv = [softrdma, "run", "--ip", client_ip, *faulted(case.client_run, stats["client"]), "--"] + \
+    client_argv = [softrdma, "run", *client_attach, *faulted(case.client_run, stats["client"]), "--"] + \
         fill(case.client, server_ip, port)
     print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
     deadline = time.monotonic() + (timeout or case.timeout)
@@ -347,7 +398,6 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir):
     if result.failures:
         print(server.report())
         print(client.report(), flush=True)
-    return result
 
 
 def faulted(runopts, stats_path):
@@ -395,7 +445,7 @@ def judge(case, result, server, client):
 def main(argv):
     args = argv[1:]
     if args == ["--list"]:
-        print("\n".join(c.name for c in CASES))
+        print("\n".join([c.name for c in CASES] + [f"daemon.{c.name}" for c in CASES if c.on_daemon]))
         return 0
     server_ip = client_ip = None
     timeout = None
@@ -417,8 +467,9 @@ def main(argv):
         return 2
     softrdma, names = args[0], args[1:]
     by_name = {c.name: c for c in CASES}
+    by_name.update({f"daemon.{c.name}": c for c in CASES if c.on_daemon})
     if names == ["all"]:
-        names = [c.name for c in CASES]
+        names = list(by_name)
     unknown = [n for n in names if n not in by_name]
     if unknown:
         print(f"unknown case(s) {', '.join(unknown)}; --list shows them", file=sys.stderr)
@@ -433,7 +484,8 @@ def main(argv):
         for name in names:
             print(f"=== {name}", flush=True)
             try:
-                results.append(run_case(by_name[name], softrdma, server_ip, client_ip, timeout, work))
+                results.append(run_case(by_name[name], softrdma, server_ip, client_ip, timeout, work,
+                                        on_daemon=name.startswith("daemon.")))
             except subprocess.TimeoutExpired as e:
                 r = Outcome(name)
                 r.check(False, f"timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
