@@ -2,9 +2,24 @@
 // child's copy-on-write would detach them from the NIC. softrdma pins nothing: the engine
 // reaches registered memory through ordinary loads and stores (or process_vm_readv from a
 // daemon), resolved per access, so fork is always safe and needs no set-up.
+//
+// A forked child has none of the parent's threads, so it cannot use the parent's embedded
+// device, and the parent's daemon connection is the parent's: a child that uses verbs gets a
+// device of its own (its own address in embedded mode, its own connection to the daemon), as
+// a child process opens its own contexts on a NIC.
+#include <pthread.h>
 #include <sys/types.h>
 
+#include "verbs-shim/host_link.hpp"
 #include "verbs-shim/verbs_api.hpp"
+
+namespace {
+
+[[gnu::constructor]] void register_fork_handler() {
+  ::pthread_atfork(nullptr, nullptr, softrdma::shim::forget_device_after_fork);
+}
+
+}  // namespace
 
 SRDMA_EXPORT int ibv_fork_init(void) { return 0; }
 

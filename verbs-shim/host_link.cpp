@@ -2,6 +2,7 @@
 
 #include <sys/prctl.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -28,10 +29,9 @@ struct Routes {
   std::unordered_map<std::uint32_t, ibv_srq*> srqs;
 };
 
-Routes& routes() {
-  static Routes* r = new Routes;  // outlives static destructors, like the host
-  return *r;
-}
+Routes* the_routes = new Routes;  // outlives static destructors, like the host
+
+Routes& routes() { return *the_routes; }
 
 void on_cq_event(std::uint32_t cq_handle) {
   Routes& r = routes();
@@ -125,10 +125,16 @@ struct Preference {
   std::optional<std::string> ip;
 };
 
-Preference& preference() {
-  static Preference* p = new Preference;
-  return *p;
-}
+Preference* the_preference = new Preference;
+
+Preference& preference() { return *the_preference; }
+
+// The process's device, started on first use under `mutex`; every verb reads `device`.
+struct Started {
+  std::mutex mutex;
+  std::atomic<const BoundDevice*> device{nullptr};
+};
+Started* the_started = new Started;
 
 BoundDevice start() {
   // SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); empty or unset: embedded.
@@ -202,8 +208,19 @@ void remove(Map map, std::uint32_t key) {
 }  // namespace
 
 const BoundDevice& bound_device() {
-  static const BoundDevice bound = start();
-  return bound;
+  Started& s = *the_started;
+  if (const BoundDevice* started = s.device.load(std::memory_order_acquire)) return *started;
+  std::lock_guard lock(s.mutex);
+  if (s.device.load(std::memory_order_relaxed) == nullptr) {
+    s.device.store(new BoundDevice(start()), std::memory_order_release);  // never freed: see host_link.hpp
+  }
+  return *s.device.load(std::memory_order_relaxed);
+}
+
+void forget_device_after_fork() noexcept {
+  the_routes = new Routes;
+  the_preference = new Preference;
+  the_started = new Started;
 }
 
 const DeviceIdentity* device_identity() {

@@ -29,8 +29,12 @@ struct BoundDevice {
   std::string error;                   // then: one line saying why
 };
 
-// Started once (thread-safe).
+// Started once (thread-safe), and once more in a forked child.
 const BoundDevice& bound_device();
+// In a forked child: the parent's device runs in the parent (its threads are not the
+// child's), or is the parent's daemon connection, so the child starts or attaches its own on
+// first use. The parent's objects are left, never freed: their locks may have been held.
+void forget_device_after_fork() noexcept;
 // The address an embedded device binds if it starts after this call and the environment
 // chooses none (rdma_bind_addr in embedded mode: the address decides which device serves).
 void prefer_address(const std::string& ip);

@@ -5,7 +5,8 @@ usage: debian_programs_test.py CHECK SOFTRDMA [ARGS...]
 
 Each CHECK is one ctest. A check whose Debian program is not installed exits 77 (ctest's
 SKIP_RETURN_CODE) after saying which package provides it. Every program runs with a timeout.
-The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
+The check fork takes softrdmad as its ARG, for its daemon half. The checks ipv6 and netdev run
+inside ../host/in_netns.sh: a network namespace of their own
 whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2 (in_netns.sh exits 77
 where namespaces cannot be made).
 """
@@ -173,6 +174,72 @@ def check_pyverbs(softrdma, shim_dir):
     for name in ("librdmacm.so", "libmlx5.so", "libefa.so"):
         check(libs.get(name, "[]") != "[]", f"{name} loaded against the shim", out)
     no_loader_noise(err, "pyverbs providers")
+    return finish()
+
+
+# A parent opens the device, then forks; the child opens it and registers 64 MiB it allocated
+# after the fork (memory the parent never had), creates an RC QP, and reports its GID. The
+# parent then still works. Prints "PARENT_GID CHILD_GID CHILD_STATUS PARENT_OK".
+PYVERBS_FORK = r"""
+import os
+import pyverbs.device as d, pyverbs.enums as e
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPInitAttr, QPCap
+
+def use_device():
+    ctx = d.Context(name='srdma0')
+    pd = PD(ctx)
+    cq = CQ(ctx, 16)
+    mr = MR(pd, 64 << 20, e.IBV_ACCESS_LOCAL_WRITE)
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=QPCap(4, 4, 1, 1)))
+    return str(ctx.query_gid(1, 0)), (ctx, pd, cq, mr, qp)
+
+parent_gid, kept = use_device()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        gid, _ = use_device()
+        os.write(w, gid.encode())
+        os._exit(0)
+    except Exception as ex:
+        os.write(w, ("error:" + str(ex).replace(" ", "_")).encode())
+        os._exit(1)
+_, status = os.waitpid(pid, 0)
+child = os.read(r, 400).decode()
+again, _ = use_device()
+print(parent_gid, child, os.waitstatus_to_exitcode(status), again == parent_gid)
+"""
+
+
+def check_fork(softrdma, softrdmad=None):
+    need(PYTHON, "python3")
+    rc, out, err = run([softrdma, "run", "--", PYTHON, "-c", PYVERBS_FORK])
+    print(out + err)
+    fields = out.split()
+    check(rc == 0 and len(fields) == 4 and fields[2] == "0" and fields[3] == "True",
+          "embedded: a forked child uses a device of its own, and the parent keeps its", out + err)
+    check(len(fields) == 4 and fields[0] != fields[1], "embedded: the child's device has another address", out)
+    if softrdmad:
+        with tempfile.TemporaryDirectory(prefix="softrdma-fork-") as work:
+            sock = os.path.join(work, "d.sock")
+            daemon = subprocess.Popen([softrdmad, "--ip", "127.77.61.1", "--socket", sock],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:
+                for _ in range(250):
+                    if os.path.exists(sock):
+                        break
+                    time.sleep(0.02)
+                rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", PYTHON, "-c", PYVERBS_FORK])
+                print(out + err)
+                fields = out.split()
+                check(rc == 0 and fields[2:] == ["0", "True"] and fields[0] == fields[1],
+                      "daemon: a forked child attaches to the daemon itself and reaches its own memory", out + err)
+            finally:
+                daemon.terminate()
+                daemon.wait(timeout=10)
     return finish()
 
 
@@ -474,6 +541,8 @@ def main(argv):
             return check_ipv6(softrdma)
         if name == "netdev":
             return check_netdev(softrdma)
+        if name == "fork":
+            return check_fork(softrdma, rest[0] if rest else None)
     except subprocess.TimeoutExpired as e:
         print(f"FAIL timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
         return 1

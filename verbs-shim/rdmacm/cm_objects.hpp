@@ -157,6 +157,12 @@ void unroute(Id& id);
 void purge(Id& id);
 // Makes the engine's events flow to the routes above (once).
 void start_events(host::DeviceLink& link);
+
+// A forked child gets a device of its own (verbs-shim/fork.cpp), so it forgets the parent's:
+// its device, ports and event routes (fork.cpp calls these; the parent's objects are left,
+// never freed, as their locks may have been held by threads the child does not have).
+void forget_binding_after_fork() noexcept;
+void forget_routes_after_fork() noexcept;
 // Waits for the next event on a synchronous ID's own channel; it must be `expected`.
 int wait_for(Id& id, rdma_cm_event_type expected);
 

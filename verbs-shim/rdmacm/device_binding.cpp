@@ -27,10 +27,16 @@ struct Ports {
   std::uint16_t next = kFirstEphemeral;
 };
 
-Ports& ports() {
-  static Ports* p = new Ports;  // outlives static destructors, like the device
-  return *p;
-}
+Ports* the_ports = new Ports;  // outlives static destructors, like the device
+
+Ports& ports() { return *the_ports; }
+
+// The device rdma_cm opened, and the lock under which it opens it.
+struct Opened {
+  std::mutex mutex;
+  const Device* device = nullptr;
+};
+Opened* the_opened = new Opened;
 
 std::string text_of(const sockaddr* a) {
   char buf[INET6_ADDRSTRLEN] = {};
@@ -86,10 +92,15 @@ std::uint16_t free_port(Ports& p) {
 
 }  // namespace
 
+void forget_binding_after_fork() noexcept {
+  the_ports = new Ports;
+  the_opened = new Opened;
+}
+
 const Device* device(const sockaddr* preferred) {
-  static std::mutex mutex;
-  static const Device* opened = nullptr;
-  std::lock_guard lock(mutex);
+  Opened& o = *the_opened;
+  std::lock_guard lock(o.mutex);
+  const Device*& opened = o.device;
   if (opened != nullptr) return opened;
   const std::string prefer = preferred != nullptr && !is_wildcard(preferred) ? text_of(preferred) : "";
   const shim::PrivateDevice* p = softrdma_private_device(prefer.empty() ? nullptr : prefer.c_str());

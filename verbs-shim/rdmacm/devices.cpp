@@ -25,11 +25,11 @@ struct Registry {
 };
 
 // Never destroyed: an rdma_cm_id or a device list may outlive static destruction (a thread
-// still running at exit), and rdma-core never closes the contexts either.
-Registry& registry() {
-  static Registry* r = new Registry;
-  return *r;
-}
+// still running at exit), and rdma-core never closes the contexts either. A forked child
+// starts a registry of its own (forget_devices_after_fork).
+Registry* the_registry = new Registry;
+
+Registry& registry() { return *the_registry; }
 
 // rdma-core's sync_devices_list, under the registry's lock: adds the devices that appeared
 // since the last call. softrdma's devices never go away, so none is removed.
@@ -91,6 +91,8 @@ CmDevice* find(Registry& r, __be64 guid) {
 }
 
 }  // namespace
+
+void forget_devices_after_fork() noexcept { the_registry = new Registry; }
 
 int init_devices() noexcept {
   Registry& r = registry();

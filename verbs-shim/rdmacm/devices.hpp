@@ -28,6 +28,10 @@ struct CmDevice {
 // with errno ENODEV when there is none. ibv_get_device_list is what starts softrdma's device.
 int init_devices() noexcept;
 
+// In a forked child: the parent's contexts are of the parent's device, so the child lists and
+// opens its own (the parent's objects are left, never freed: their locks may be held).
+void forget_devices_after_fork() noexcept;
+
 // rdma-core's ucma_get_device: the device whose node GUID is `guid`, opened, its shared PD
 // allocated, with one more reference. Null with errno set (ENODEV: no such device).
 CmDevice* acquire_device(__be64 guid) noexcept;

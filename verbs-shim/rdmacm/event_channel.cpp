@@ -26,10 +26,9 @@ struct Routes {
 };
 
 
-Routes& routes() {
-  static Routes* r = new Routes;  // events may arrive during static destruction
-  return *r;
-}
+Routes* the_routes = new Routes;  // events may arrive during static destruction
+
+Routes& routes() { return *the_routes; }
 
 void post(Channel& c, Queued q) {
   {
@@ -125,6 +124,8 @@ void end_connections_at_exit() {
 }
 
 }  // namespace
+
+void forget_routes_after_fork() noexcept { the_routes = new Routes; }
 
 void start_events(host::DeviceLink& link) {
   link.set_cm_handler(on_cm_event);
