@@ -205,7 +205,7 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
     h.va = w.wr.remote_addr + (read ? offset : 0);
     h.rkey = w.wr.rkey;
     h.dma_length = static_cast<std::uint32_t>(read ? w.length - offset : w.length);
-    h.imm = w.wr.imm_data;
+    h.imm = imm_number(w.wr.imm_data);
     h.invalidate_rkey = w.wr.invalidate_rkey;
     if (w.wr.opcode == WrOpcode::atomic_cmp_and_swp) {
       h.swap_add = w.wr.swap;

@@ -68,7 +68,7 @@ void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode
   wc.src_qp = src_qp;
   wc.wc_flags = flags;
   if (const auto* h = p.ext(Ext::immdt)) {
-    wc.imm_data = wire::ImmDt::imm::get(h);
+    wc.imm_data = imm_number(wire::ImmDt::imm::get(h));
     wc.wc_flags |= wc_flags::with_imm;
   }
   if (const auto* h = p.ext(Ext::ieth)) {

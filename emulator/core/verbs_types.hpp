@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -147,6 +148,15 @@ struct Sge {
   std::uint32_t length = 0;
   std::uint32_t lkey = 0;
 };
+
+// ibv_send_wr.imm_data and ibv_wc.imm_data are __be32: their bytes in memory are ImmDt's on
+// the wire (IBTA vol. 1 s9.3.5). The header codecs take numbers: this is the number those bytes
+// make, and applied to that number gives the __be32 back.
+constexpr std::uint32_t imm_number(std::uint32_t network_order) {
+  if constexpr (std::endian::native == std::endian::big) return network_order;
+  return (network_order >> 24) | ((network_order >> 8) & 0xff00) | ((network_order << 8) & 0xff0000) |
+         (network_order << 24);
+}
 
 struct SendWr {
   std::uint64_t wr_id = 0;

@@ -539,7 +539,7 @@ TEST_CASE("responder: MSN counts completed messages, an AckReq inside a message 
   REQUIRE(rwc.size() == 1);
   check_wc(rwc[0], 1, WcStatus::success);
   CHECK(rwc[0].byte_len == 600);
-  CHECK(rwc[0].imm_data == 0xA1B2C3D4);
+  CHECK(rwc[0].imm_data == core::imm_number(0xA1B2C3D4));  // a __be32: the wire's bytes in order
   CHECK((rwc[0].wc_flags & core::wc_flags::with_imm) != 0);
   CHECK(tl.get(0, 600) == m);
 }
@@ -561,7 +561,7 @@ TEST_CASE("responder: WRITE with immediate and no receive posted: RNR NAK before
   check_wc(rwc[0], 3, WcStatus::success);
   CHECK(rwc[0].opcode == WcOpcode::recv_rdma_with_imm);
   CHECK(rwc[0].byte_len == 64);
-  CHECK(rwc[0].imm_data == 77);
+  CHECK(rwc[0].imm_data == core::imm_number(77));
 }
 
 TEST_CASE("responder: a SEND longer than the receive: NAK invalid request, LOC_LEN_ERR, QP to ERR", "[timeline][responder]") {
@@ -1004,7 +1004,7 @@ TEST_CASE("requester: WRITE with immediate over 3 packets: RETH on FIRST only, I
   const auto m = bytes(600, 31);
   tl.put(0, m);
   auto w = remote(tl.wr(WrOpcode::rdma_write_with_imm, 1, 0, 600));
-  w.imm_data = 0x01020304;
+  w.imm_data = core::imm_number(0x01020304);  // a __be32, as ibv_send_wr carries it
   w.flags |= core::send_flags::solicited;
   tl.post_send(1'000, w);
   tl.expect(1'000, write_first(s, kRemoteVa, kRemoteRkey, 600, slice(m, 0, 256)));
@@ -1013,7 +1013,7 @@ TEST_CASE("requester: WRITE with immediate over 3 packets: RETH on FIRST only, I
   tl.expect_nothing(1'000);
 
   auto snd = tl.wr(WrOpcode::send_with_imm, 2, 0, 8);
-  snd.imm_data = 0xCAFE;
+  snd.imm_data = core::imm_number(0xCAFE);
   tl.post_send(2'000, snd);
   tl.expect(2'000, send_only(psn(s, 3), slice(m, 0, 8)).as(Operation::send_only_imm).imm(0xCAFE).ackreq());
 
@@ -1112,7 +1112,7 @@ TEST_CASE("requester: an RNR NAK for the LAST of a WRITE with immediate resends 
   const auto m = bytes(600, 17);
   tl.put(0, m);
   auto w = remote(tl.wr(WrOpcode::rdma_write_with_imm, 1, 0, 600));
-  w.imm_data = 5;
+  w.imm_data = core::imm_number(5);
   tl.post_send(1'000, w);
   const Pkt last = write_last(psn(s, 2), slice(m, 512, 88)).as(Operation::write_last_imm).imm(5).ackreq();
   tl.expect(1'000, write_first(s, kRemoteVa, kRemoteRkey, 600, slice(m, 0, 256)));
@@ -1383,4 +1383,30 @@ TEST_CASE("responder: a whole message resent after its ACK was lost gets an ACK 
 
   REQUIRE(tl.recv_wcs().size() == 1);  // executed once
   CHECK(tl.qp().counters.duplicate_request == 4);
+}
+
+TEST_CASE("requester and responder: immediate data keeps its bytes' order from the WR to the wire to the WC",
+          "[timeline][requester][responder]") {
+  // ibv_send_wr.imm_data = htobe32(0x11) (udaddy sends its QPN so): 00 00 00 11 in memory, on
+  // the wire (ImmDt, s9.3.5) and in the peer's ibv_wc.imm_data, whose be32toh gives 0x11 back.
+  const std::uint8_t be_bytes[4] = {0x00, 0x00, 0x00, 0x11};
+  std::uint32_t be = 0;
+  std::memcpy(&be, be_bytes, 4);
+  Timeline tl;
+  const std::uint32_t s = tl.config.sq_psn;
+  const auto m = bytes(8, 3);
+  tl.put(0, m);
+  auto snd = tl.wr(WrOpcode::send_with_imm, 1, 0, 8);
+  snd.imm_data = be;
+  tl.post_send(1'000, snd);
+  tl.expect(1'000, send_only(s, m).as(Operation::send_only_imm).imm(0x00000011).ackreq());
+
+  Timeline peer;
+  peer.post_recv(2, 0, 64);
+  peer.deliver(1'000, send_only(peer.epsn(), m).as(Operation::send_only_imm).imm(0x00000011).ackreq());
+  const auto rwc = peer.recv_wcs();
+  REQUIRE(rwc.size() == 1);
+  std::uint8_t got[4];
+  std::memcpy(got, &rwc[0].imm_data, 4);
+  CHECK(std::equal(got, got + 4, be_bytes));
 }
