@@ -289,6 +289,7 @@ for dir in to-rxe from-rxe; do
 	# Connected by the RDMA CM: REQ/REP/RTU and DREQ/DREP to and from rxe's QP1.
 	run_case "$dir.cm.rping" "$dir" rping "-s -a {server} -v -C 50|-c -a {server} -v -C 50"
 	run_case "$dir.cm.ucmatose" "$dir" ucmatose "|-s {server}"
+	run_case "$dir.cm.udaddy" "$dir" udaddy "|-s {server}"
 	# perftest -R listens twice on one port (control, then data); our client's data REQ can
 	# reach rxe between the two, rxe refuses it (REJ 8, as it must), and perftest's retry path
 	# then uses the rdma_cm_ids it has just destroyed and crashes. So only rxe as the client.
