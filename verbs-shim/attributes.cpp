@@ -33,7 +33,7 @@ ibv_mtu mtu_enum(unsigned bytes) {
   }
 }
 
-ibv_device_attr device_attr(const DeviceIdentity& id) {
+ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimits& mcast) {
   const auto& lim = kEngine.limits;
   ibv_device_attr a{};
   std::strncpy(a.fw_ver, kFirmwareVersion, sizeof a.fw_ver - 1);
@@ -64,15 +64,18 @@ ibv_device_attr device_attr(const DeviceIdentity& id) {
   a.max_srq = as_int(kEngine.max_srq);
   a.max_srq_wr = as_int(lim.max_qp_wr);
   a.max_srq_sge = as_int(lim.max_sge);
+  a.max_mcast_grp = as_int(mcast.max_groups);
+  a.max_mcast_qp_attach = as_int(mcast.max_qps_per_group);
+  a.max_total_mcast_qp_attach = as_int(mcast.max_attachments);
   a.max_pkeys = lim.pkey_table_len;
   a.local_ca_ack_delay = 15;  // 4.096 us * 2^15 ~ 134 ms: a host stack, not silicon
   a.phys_port_cnt = lim.phys_port_cnt;
   return a;
 }
 
-ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id) {
+ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::MulticastLimits& mcast) {
   ibv_device_attr_ex a{};
-  a.orig_attr = device_attr(id);
+  a.orig_attr = device_attr(id, mcast);
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // pyverbs' test_phys_port_cnt_ex compares them
   return a;

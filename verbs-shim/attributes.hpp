@@ -2,6 +2,7 @@
 // engine's limits (emulator/core DeviceConfig / DeviceLimits defaults).
 #pragma once
 
+#include "emulator/core/multicast_groups.hpp"
 #include "verbs-shim/identity.hpp"
 #include "verbs-shim/verbs_api.hpp"
 
@@ -18,8 +19,9 @@ inline constexpr const char* kFirmwareVersion = "softrdma 0.1.0";
 inline constexpr std::uint8_t kPortNum = 1;  // the device's only port
 inline constexpr std::uint16_t kDefaultPkey = 0xffff;
 
-ibv_device_attr device_attr(const DeviceIdentity& id);
-ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id);
+// `mcast`: the multicast groups the device's link can serve (host::DeviceLink).
+ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimits& mcast);
+ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::MulticastLimits& mcast);
 ibv_port_attr port_attr(const DeviceIdentity& id);
 
 // IB MTU enum for a byte count (256..4096).

@@ -8,6 +8,7 @@
 
 #include "verbs-shim/attributes.hpp"
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/host_link.hpp"
 
 namespace softrdma::shim {
 
@@ -53,7 +54,7 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input,
   if (ctx == nullptr || attr == nullptr) return EINVAL;
   if (input != nullptr && input->comp_mask != 0) return EINVAL;  // no input fields defined yet
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;        // orig_attr must fit
-  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx)));
+  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx), link().multicast_limits()));
   return 0;
 }
 
@@ -64,7 +65,7 @@ using namespace softrdma::shim;
 SRDMA_DEFAULT_VERSION(ibv_query_device, "IBVERBS_1.1")
 int srdma_default_ibv_query_device(ibv_context* context, ibv_device_attr* out) {
   if (context == nullptr || out == nullptr) return EINVAL;
-  *out = device_attr(identity_of(context));
+  *out = device_attr(identity_of(context), link().multicast_limits());
   return 0;
 }
 

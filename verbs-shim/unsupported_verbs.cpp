@@ -1,5 +1,5 @@
-// The public verbs the device does not implement: dma-buf MRs, multicast, import/export
-// between processes and ECE. Each fails as rdma-core fails a verb the provider lacks
+// The public verbs the device does not implement: dma-buf MRs, import/export between
+// processes and ECE. Each fails as rdma-core fails a verb the provider lacks
 // (unsupported.hpp): creators return NULL, the rest their documented error form, all with
 // errno = EOPNOTSUPP. The definitions use verbs.h's own prototypes, so a signature mistake is
 // a compile error.
@@ -9,10 +9,6 @@
 using softrdma::shim::unsupported_errno;
 using softrdma::shim::unsupported_minus1;
 using softrdma::shim::unsupported_null;
-
-// Names that also have an @IBVERBS_1.0 compat version (compat_1_0.cpp) are bound to
-// @@IBVERBS_1.1 explicitly; the rest are plain exports placed by the version script.
-#define SRDMA_LATEST_1_1(name) SRDMA_DEFAULT_VERSION(name, "IBVERBS_1.1")
 
 // Memory regions backed by a dma-buf (GPU memory): nothing here exports one.
 SRDMA_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, std::size_t, std::uint64_t, int, int) {
@@ -29,12 +25,6 @@ SRDMA_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return unsupported_errno("ib
 SRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, std::uint8_t*, std::uint16_t*) {
   return unsupported_errno("ibv_resolve_eth_l2_from_gid");
 }
-
-// Multicast: the engine has no multicast groups.
-SRDMA_LATEST_1_1(ibv_attach_mcast)
-int srdma_default_ibv_attach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return unsupported_errno("ibv_attach_mcast"); }
-SRDMA_LATEST_1_1(ibv_detach_mcast)
-int srdma_default_ibv_detach_mcast(ibv_qp*, const ibv_gid*, std::uint16_t) { return unsupported_errno("ibv_detach_mcast"); }
 
 // Sharing objects between processes through the command fd (kernel uverbs handles).
 SRDMA_EXPORT ibv_context* ibv_import_device(int) { return unsupported_null<ibv_context>("ibv_import_device"); }

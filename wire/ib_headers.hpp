@@ -29,6 +29,10 @@ struct Bth {
   using psn = Field<9, 3>;
 };
 
+// The DestQP of a multicast packet: every QP attached to its group receives it (IBTA vol. 1
+// s10.5).
+inline constexpr std::uint32_t kMulticastQpn = 0xFFFFFF;
+
 // Reliable Datagram Extended Transport Header, s9.3.1.
 struct Rdeth {
   static constexpr std::size_t length = 4;

@@ -60,6 +60,8 @@ struct DeviceCounters {
   std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check
   std::uint64_t unknown_qp = 0;   // packets for a QPN that does not exist
   std::uint64_t dropped = 0;      // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC
+  std::uint64_t mcast_rcvd = 0;     // multicast packets handed to the QPs attached to their group
+  std::uint64_t mcast_dropped = 0;  // multicast packets for a group no QP is attached to, or not UD
 };
 
 // One live QP as `softrdma stats` lists it (rdma-core's `rdma statistic qp` shows the same

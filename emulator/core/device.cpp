@@ -45,7 +45,8 @@ Device::Device(DeviceConfig config, Memory& memory)
       ahs_(config_.max_ah),
       qps_(config_.max_qp),
       cm_(local_gid(config_), node_guid(local_gid(config_)),
-          config_.cm_id_seed.value_or(comm_id_seed(local_gid(config_)))) {}
+          config_.cm_id_seed.value_or(comm_id_seed(local_gid(config_)))),
+      groups_(config_.mcast) {}
 
 // --- protection domains -----------------------------------------------------------------
 
@@ -483,6 +484,7 @@ int Device::destroy_qp(std::uint32_t qpn) {
   --cqs_.find(q->init.send_cq)->users;
   --cqs_.find(q->init.recv_cq)->users;
   if (q->init.srq) --srqs_.find(q->init.srq)->users;
+  groups_.detach_all(qpn);
   std::erase(answer_ready_, qpn);  // a new QP may get the number
   std::erase(request_ready_, qpn);
   qps_.erase(qpn - config_.first_qpn + 1);
@@ -530,6 +532,22 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   if (s == QpState::err || s == QpState::sqe) flush_send(*q);
   wake(*q);
   return 0;
+}
+
+// --- multicast ------------------------------------------------------------------------------
+
+int Device::attach_mcast(std::uint32_t qpn, const Gid& mgid) {
+  if (config_.mcast.max_groups == 0) return EOPNOTSUPP;
+  const Qp* q = find_qp(qpn);
+  // Only UD QPs join multicast groups, and only multicast GIDs name one (s10.5, s11.3.1).
+  if (!q || q->init.qp_type != QpType::ud || !is_multicast_gid(mgid)) return EINVAL;
+  return groups_.attach(qpn, mgid);
+}
+
+int Device::detach_mcast(std::uint32_t qpn, const Gid& mgid) {
+  if (config_.mcast.max_groups == 0) return EOPNOTSUPP;
+  if (!find_qp(qpn)) return EINVAL;
+  return groups_.detach(qpn, mgid);
 }
 
 // --- error state ---------------------------------------------------------------------------

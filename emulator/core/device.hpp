@@ -24,6 +24,7 @@
 #include "emulator/core/expected.hpp"
 #include "emulator/core/handle_table.hpp"
 #include "emulator/core/memory.hpp"
+#include "emulator/core/multicast_groups.hpp"
 #include "emulator/core/objects.hpp"
 #include "emulator/core/qp.hpp"
 #include "emulator/core/qp_transition.hpp"
@@ -44,6 +45,7 @@ struct DeviceConfig {
   std::uint32_t max_pd = 4096;
   std::uint32_t max_srq = 1024;
   std::uint32_t max_ah = 1u << 16;
+  MulticastLimits mcast;             // all 0 where the host cannot join groups
   std::uint32_t first_qpn = 0x11;    // QPs 0 and 1 are the special QPs (s10.2.5)
   std::uint32_t max_inflight_packets = 512;  // requester window, in packets
   std::uint32_t ack_req_every = 64;  // AckReq at least every this many packets of a message
@@ -179,6 +181,16 @@ class Device {
   enum class WorkQueue : std::uint8_t { send, recv, srq };
   std::optional<std::uint32_t> room(WorkQueue queue, std::uint32_t handle) const;
 
+  // Multicast (IBTA vol. 1 s10.5; the verbs of s11.3): a UD QP attached to a multicast GID
+  // receives a copy of every UD SEND to the multicast QPN that reaches the port for that
+  // group. Attaching twice is one attachment; detaching a QP not attached is EINVAL.
+  // EOPNOTSUPP when the device has no multicast (DeviceConfig::mcast all 0).
+  int attach_mcast(std::uint32_t qpn, const Gid& mgid);
+  int detach_mcast(std::uint32_t qpn, const Gid& mgid);
+  // The groups the port now has to start or stop receiving, for the host to carry out on the
+  // network in this order (a destroyed QP detaches too).
+  std::optional<GroupChange> next_group_change() { return groups_.next_change(); }
+
   // The network side.
   void receive(Time now, const RxPacket& packet);
   // The next packet to send, if any: ACKs and responses first, then requests.
@@ -242,6 +254,8 @@ class Device {
   IcrcVerdict check_icrc(const RxPacket& rx, const wire::IbPacket& p) const;
   // QP1 (gsi.cpp): a received packet for it, and the next MAD the CM has to send.
   void receive_gsi(Time now, const RxPacket& rx, const wire::IbPacket& p);
+  // A packet for the multicast QPN: to every QP attached to its group (rx.dst_gid).
+  void receive_multicast(const RxPacket& rx, const wire::IbPacket& p);
   std::optional<TxPacket> next_gsi_packet();
   // The UDP source port of QP1's packets when the host has no single one.
   static constexpr std::uint16_t kGsiUdpSourcePort = 0xC001;
@@ -267,6 +281,7 @@ class Device {
   std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
   ConnectionManager cm_;
   std::uint32_t gsi_psn_ = 0;  // QP1's next PSN
+  MulticastGroups groups_;
 };
 
 }  // namespace softrdma::core

@@ -85,6 +85,10 @@ void Device::receive(Time now, const RxPacket& rx) {
     receive_gsi(now, rx, p);
     return;
   }
+  if (p.dest_qp() == wire::kMulticastQpn) {
+    receive_multicast(rx, p);
+    return;
+  }
   Qp* q = find_qp(p.dest_qp());
   if (!q) {
     ++counters_.unknown_qp;
@@ -102,6 +106,25 @@ void Device::receive(Time now, const RxPacket& rx) {
     Responder::on_request(*this, *q, p, rx);
   }
   wake(*q);
+}
+
+void Device::receive_multicast(const RxPacket& rx, const wire::IbPacket& p) {
+  // Multicast is UD only (s10.5), to a group some QP here is attached to; the IP destination
+  // is the group's address, and so its MGID.
+  const std::vector<std::uint32_t>* members = groups_.members(rx.dst_gid);
+  if (!members || p.info().transport != wire::Transport::ud || !default_partition(wire::Bth::pkey::get(p.bth()))) {
+    ++counters_.mcast_dropped;
+    return;
+  }
+  ++counters_.mcast_rcvd;
+  // Each QP takes its own copy: its Q_Key, state and receive queue decide (on_ud).
+  for (const std::uint32_t qpn : *members) {
+    Qp& q = *find_qp(qpn);
+    ++q.counters.rcvd_pkts;
+    q.counters.rcvd_bytes += rx.bytes.size();
+    Responder::on_request(*this, q, p, rx);
+    wake(q);
+  }
 }
 
 void Device::wake(Qp& q) {

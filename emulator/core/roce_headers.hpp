@@ -34,6 +34,13 @@ inline bool is_ipv4_mapped(const Gid& gid) {
   return std::equal(std::begin(prefix), std::end(prefix), gid.begin());
 }
 
+// Whether `gid` is a multicast GID: an MGID (first byte 0xFF, IBTA vol. 1 s4.1.1, which IPv6
+// multicast addresses share), or an IPv4 multicast address (224.0.0.0/4) in IPv4-mapped form,
+// the MGID a RoCEv2 group of IPv4 has.
+inline bool is_multicast_gid(const Gid& gid) {
+  return gid[0] == 0xFF || (is_ipv4_mapped(gid) && (gid[12] & 0xF0) == 0xE0);
+}
+
 // Writes the IP header of a RoCEv2 packet between `e` carrying a `udp_len`-byte UDP datagram,
 // as the ICRC assumes it: IPv4 (ID e.ipv4_id, DF) when `e.dst` is IPv4-mapped, IPv6 otherwise.
 // Returns its length. The capture stage writes the same header into its frames.

@@ -5,6 +5,7 @@
 // reads it) and the event delivery (set_event_handlers).
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -61,6 +62,12 @@ class DeviceLink {
   virtual int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) = 0;
   virtual int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) = 0;
   virtual int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) = 0;
+
+  // Multicast (core::Device::attach_mcast, with its errno values). A link that carries no
+  // group membership has none: limits all 0, and attaching fails with EOPNOTSUPP.
+  virtual core::MulticastLimits multicast_limits() const { return {0, 0, 0}; }
+  virtual int attach_mcast(std::uint32_t, const core::Gid&) { return EOPNOTSUPP; }
+  virtual int detach_mcast(std::uint32_t, const core::Gid&) { return EOPNOTSUPP; }
 
   // Completion-channel and async events, on a thread of the link's choosing (never under a
   // lock the handlers could need). A link whose device goes away raises device_fatal.

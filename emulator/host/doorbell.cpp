@@ -25,19 +25,22 @@ void Doorbell::kick() {
   }
 }
 
-void Doorbell::sleep(int fd, short events, std::int64_t timeout_ns) {
+void Doorbell::sleep(int fd, short events, int readable, std::int64_t timeout_ns) {
   sleeping_.store(true);
-  if (!work_.load()) wait(fd, events, timeout_ns);
+  if (!work_.load()) wait(fd, events, readable, timeout_ns);
   sleeping_.store(false);
   work_.store(false);  // the caller runs a progress step next, which sees whatever the kick was for
 }
 
-bool Doorbell::ready_now(int fd, short events) { return work_.exchange(false) || wait(fd, events, 0); }
+bool Doorbell::ready_now(int fd, short events, int readable) {
+  return work_.exchange(false) || wait(fd, events, readable, 0);
+}
 
-bool Doorbell::wait(int fd, short events, std::int64_t timeout_ns) {
-  pollfd fds[2] = {{fd, events, 0}, {eventfd_, POLLIN, 0}};
+bool Doorbell::wait(int fd, short events, int readable, std::int64_t timeout_ns) {
+  // ppoll skips an entry with a negative descriptor.
+  pollfd fds[3] = {{fd, events, 0}, {eventfd_, POLLIN, 0}, {readable, POLLIN, 0}};
   timespec limit{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
-  const int n = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &limit, nullptr);
+  const int n = ppoll(fds, 3, timeout_ns < 0 ? nullptr : &limit, nullptr);
   if (n <= 0) return false;
   if (fds[1].revents & POLLIN) {
     std::uint64_t count = 0;

@@ -28,14 +28,14 @@ class Doorbell {
   void kick();
 
   // The progress thread: sleeps until `fd` has one of the poll `events` (POLLIN, POLLOUT; 0:
-  // ignore it), a kick, or `timeout_ns` nanoseconds (negative: no limit). Returns at once
-  // after a kick that came since the last call.
-  void sleep(int fd, short events, std::int64_t timeout_ns);
-  // The same without sleeping: whether there is a kick or `fd` is ready now.
-  bool ready_now(int fd, short events);
+  // ignore it), `readable` (-1: none) is readable, a kick, or `timeout_ns` nanoseconds
+  // (negative: no limit). Returns at once after a kick that came since the last call.
+  void sleep(int fd, short events, int readable, std::int64_t timeout_ns);
+  // The same without sleeping: whether there is a kick or a descriptor is ready now.
+  bool ready_now(int fd, short events, int readable);
 
  private:
-  bool wait(int fd, short events, std::int64_t timeout_ns);
+  bool wait(int fd, short events, int readable, std::int64_t timeout_ns);
 
   int eventfd_ = -1;
   int error_ = 0;

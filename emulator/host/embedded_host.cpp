@@ -82,6 +82,7 @@ namespace {
 core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& backend) {
   config.gids = {backend.local_gid()};
   if (backend.sends_from_local_port()) config.udp_source_port = backend.local_port();
+  if (!backend.joins_groups()) config.mcast = {0, 0, 0};  // no multicast where no group can be received
   if (!config.cm_id_seed) config.cm_id_seed = std::random_device{}();
   return config;
 }
@@ -134,6 +135,35 @@ int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   polls_.store(0, std::memory_order_relaxed);
   if (app_polls_until_.exchange(0) > steady_now()) doorbell_.kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
+}
+
+int EmbeddedHost::attach_mcast(std::uint32_t qpn, const core::Gid& group) {
+  const int err = call([&](core::Device& d, core::Time) {
+    int e = d.attach_mcast(qpn, group);
+    // The port joins when the group's first QP attaches. A join the network refuses undoes
+    // the attachment: the verb fails rather than leave a QP that would hear nothing.
+    if (e == 0 && (e = carry_out_group_changes()) != 0) {
+      d.detach_mcast(qpn, group);
+      carry_out_group_changes();
+    }
+    return e;
+  });
+  if (err == 0) doorbell_.kick();  // a sleeping progress thread learns of the groups' descriptor
+  return err;
+}
+
+int EmbeddedHost::detach_mcast(std::uint32_t qpn, const core::Gid& group) {
+  // A leave it causes is carried out with the events, after the call (collect_events).
+  return call([&](core::Device& d, core::Time) { return d.detach_mcast(qpn, group); });
+}
+
+int EmbeddedHost::carry_out_group_changes() {
+  int refused = 0;
+  while (const auto c = device_.next_group_change()) {
+    const int err = c->joined ? backend_->join_group(c->group) : backend_->leave_group(c->group);
+    if (c->joined && refused == 0) refused = err;
+  }
+  return refused;
 }
 
 void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
@@ -200,7 +230,8 @@ void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, W
   wake_at_.store(until);
   const core::Time deadline = deadline_.load();
   if ((deadline == 0 || deadline >= until) && !(source && source->going_to_sleep()))
-    doorbell_.sleep(backend_->fd(), events, until == kNever ? -1 : static_cast<std::int64_t>(until - now));
+    doorbell_.sleep(backend_->fd(), events, (events & POLLIN) ? backend_->group_fd() : -1,
+                    until == kNever ? -1 : static_cast<std::int64_t>(until - now));
   if (source) source->woke();
   wake_at_.store(0);
 }
@@ -242,7 +273,7 @@ void EmbeddedHost::run() {
     } else if (budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.
-      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write)) || fd < 0;
+      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write), backend_->group_fd()) || fd < 0;
       // Spinning must not keep a woken application thread off this core: on a machine with
       // few cores that turns a microsecond wait into a scheduler time slice.
       if (!ready || fd < 0) sched_yield();
@@ -388,6 +419,7 @@ void EmbeddedHost::set_completion_sink(std::function<void(core::Device&)> sink) 
 }
 
 void EmbeddedHost::collect_events() {
+  carry_out_group_changes();  // leaves (a detach, a destroyed QP); joins happen in attach_mcast
   memory_.flush();  // and before completions and events reach the application
   if (completion_sink_) {
     completion_sink_(device_);

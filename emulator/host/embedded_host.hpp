@@ -6,10 +6,11 @@
 // does not wait for a thread handoff: call() sends what a verbs call queued (post_send's
 // packets leave from the posting thread), and poll_cq() runs a receive step itself when the
 // CQ is empty. After activity the thread keeps looking for work for HostConfig::spin (of its
-// own passes, spin_budget.hpp), then sleeps in ppoll() until the socket is readable, a kick or
-// the engine's next deadline, so an idle device costs no CPU. While an application thread
-// busy-polls a CQ (and so receives itself), the thread leaves the socket to it and wakes only
-// for timers and kicks: two threads contending for every packet would halve a two-core machine.
+// own passes, spin_budget.hpp), then sleeps in ppoll() until the socket (or a joined multicast
+// group's, net/udp_groups.hpp) is readable, a kick or the engine's next deadline, so an idle
+// device costs no CPU. While an application thread busy-polls a CQ (and so receives itself),
+// the thread leaves the socket to it and wakes only for timers and kicks: two threads
+// contending for every packet would halve a two-core machine.
 #pragma once
 
 #include <atomic>
@@ -129,6 +130,14 @@ class EmbeddedHost {
   // use this rather than call() for it, or events wait up to 200 us after busy-polling.
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
 
+  // Multicast (core::Device::attach_mcast): the device's limits, all 0 where the backend
+  // cannot receive groups; attaching makes the backend join the group when its first QP
+  // attaches (a join it refuses fails the attach with its errno), and the last QP's detach or
+  // destruction makes it leave.
+  const core::MulticastLimits& multicast_limits() const { return device_.config().mcast; }
+  int attach_mcast(std::uint32_t qpn, const core::Gid& group);
+  int detach_mcast(std::uint32_t qpn, const core::Gid& group);
+
   // Completion-channel and async events (see event_delivery.hpp for the threads they run on).
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
   // The connection manager's events (core::Device::next_cm_event), on the same terms.
@@ -165,6 +174,9 @@ class EmbeddedHost {
   // Delivers tx_queue_'s packets to our own address and takes them out of it; how many.
   std::size_t loop_back(core::Time now);
   void collect_events();
+  // Has the backend join or leave the groups the engine's port changed membership of; the
+  // errno of the first join it refused, else 0. The lock is held.
+  int carry_out_group_changes();
   // After engine calls on an application thread: sends what they queued, publishes the
   // deadline, releases the lock, delivers events and kicks the progress thread when it must
   // look again. at_next_poll (post()): while the application busy-polls, what the call queued

@@ -47,6 +47,9 @@ class EmbeddedLink final : public DeviceLink {
   int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) override;
   int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
   int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override;
+  core::MulticastLimits multicast_limits() const override { return host_.multicast_limits(); }
+  int attach_mcast(std::uint32_t qpn, const core::Gid& mgid) override { return host_.attach_mcast(qpn, mgid); }
+  int detach_mcast(std::uint32_t qpn, const core::Gid& mgid) override { return host_.detach_mcast(qpn, mgid); }
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
     host_.set_event_handlers(std::move(on_cq), std::move(on_async));
   }

@@ -94,7 +94,7 @@ void put(JsonOut& j, const core::CmCounters& c) {
 }
 
 static_assert(sizeof(core::DeviceCounters) ==
-                  sizeof(core::QpCounters) + sizeof(core::CmCounters) + 5 * sizeof(std::uint64_t),
+                  sizeof(core::QpCounters) + sizeof(core::CmCounters) + 7 * sizeof(std::uint64_t),
               "a DeviceCounters field is missing below");
 void put(JsonOut& j, const core::DeviceCounters& c) {
   put(j, c.qps);  // c.cm: an object of its own beside "counters" (QP1's MADs)
@@ -103,6 +103,8 @@ void put(JsonOut& j, const core::DeviceCounters& c) {
   j.number("malformed", c.malformed);
   j.number("unknown_qp", c.unknown_qp);
   j.number("dropped", c.dropped);
+  j.number("mcast_rcvd", c.mcast_rcvd);
+  j.number("mcast_dropped", c.mcast_dropped);
 }
 
 static_assert(sizeof(net::UdpCounters) == 13 * sizeof(std::uint64_t), "a UdpCounters field is missing below");

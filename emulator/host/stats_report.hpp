@@ -4,7 +4,8 @@
 // The object, on one line:
 //   {"format":1, "pid":N, "program":"...", "device":"srdma0", "address":"127.0.0.1",
 //    "counters":{every core::DeviceCounters field, the QP sum flattened: sent_pkts, ...,
-//                icrc_err, icrc_ipv4_id_solved, malformed, unknown_qp, dropped},
+//                icrc_err, icrc_ipv4_id_solved, malformed, unknown_qp, dropped, mcast_rcvd,
+//                mcast_dropped},
 //    "udp":{every net::UdpCounters field}, "capture":{frames_written, frames_dropped},
 //    "faults":{"tx":{every net::FaultCounters field}, "rx":{...}},
 //    "port":{the backend's port_counters()}  (only when it has some: the dpdk backend),

@@ -3,6 +3,7 @@
 // (dpdk_backend.hpp) builds and parses whole Ethernet frames on a DPDK port.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -63,8 +64,19 @@ class Backend {
   // for POLLOUT on fd(); a full DPDK ring: try again). Never blocks.
   virtual std::size_t send(std::span<core::TxPacket> packets) = 0;
   // The packets that have arrived since the last call; their bytes stay valid until the next
-  // call. Empty when none has. Never blocks.
+  // call. Empty when none has. Never blocks. A joined group's packets come too, with the
+  // group's GID as their destination.
   virtual std::span<const core::RxPacket> receive() = 0;
+
+  // Multicast: whether the backend can receive a group's packets, and starting and stopping
+  // that for `group` (a multicast GID; core::GroupChange says when). 0 or an errno value;
+  // EOPNOTSUPP from a backend that cannot.
+  virtual bool joins_groups() const { return false; }
+  virtual int join_group(const core::Gid&) { return EOPNOTSUPP; }
+  virtual int leave_group(const core::Gid&) { return EOPNOTSUPP; }
+  // A file descriptor that becomes readable when a joined group's packets arrive; -1 while the
+  // backend has none. Once valid it stays the same.
+  virtual int group_fd() const { return -1; }
 };
 
 struct BackendOpen {

@@ -50,7 +50,7 @@ struct UdpBackend::Slots {
   // 2 MiB of slots, left uninitialised: only the pages datagrams land in become resident,
   // so an idle device stays small.
   std::unique_ptr<std::uint8_t[]> rx_bytes{new std::uint8_t[kBurst * kSlotBytes]};
-  std::vector<core::RxPacket> rx_packets = std::vector<core::RxPacket>(kBurst * kGsoSegments);
+  std::vector<core::RxPacket> rx_packets = std::vector<core::RxPacket>(kBurst * kGsoSegments + UdpGroups::kBurst);
 
   std::array<mmsghdr, kBurst> tx_msgs{};
   std::array<iovec, kBurst * kGsoSegments> tx_iov{};  // a message's packets are consecutive iovecs
@@ -187,6 +187,8 @@ UdpBackend::UdpBackend(std::unique_ptr<Socket> socket, bool ipv4, std::string ad
   getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &length);
   local_gid_ = gid_of(local).value_or(core::Gid{});
   local_port_ = port_of(local);  // port 0 has become a real one
+  groups_ = std::make_unique<UdpGroups>(local);
+  multicast_ = UdpGroups::prepare_sender(fd_, local) == 0;
 }
 
 UdpBackend::~UdpBackend() = default;
@@ -194,6 +196,7 @@ UdpBackend::~UdpBackend() = default;
 std::size_t UdpBackend::gso_run(std::span<const core::TxPacket> packets, std::size_t first) const {
   const std::size_t size = packets[first].bytes.size();
   if (!gso_ || no_gso_ > 0 || size < wire::Bth::length + wire::kIcrcLength) return 1;  // not a RoCE packet: nothing to number
+  if (core::is_multicast_gid(packets[first].route.dst)) return 1;  // a group's members take no coalesced datagrams
   std::size_t n = 1, bytes = size;
   // Equal sizes, the last one possibly shorter (the kernel cuts the datagram every `size`).
   while (first + n < packets.size() && n < kGsoSegments && same_path(packets[first], packets[first + n])) {
@@ -305,10 +308,10 @@ std::span<const core::RxPacket> UdpBackend::receive() {
     h.msg_controllen = sizeof s.rx_control[i].bytes;
     h.msg_flags = 0;
   }
-  const int got = recvmmsg(fd_, s.rx_msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
+  int got = recvmmsg(fd_, s.rx_msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
   if (got < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.rx_errors;
-    return {};
+    got = 0;
   }
   std::size_t out = 0;
   for (std::size_t i = 0; i < static_cast<std::size_t>(got); ++i) {
@@ -351,6 +354,7 @@ std::span<const core::RxPacket> UdpBackend::receive() {
       counters_.rx_bytes += piece;
     }
   }
+  out += groups_->receive(std::span(s.rx_packets).subspan(out), counters_);
   return {s.rx_packets.data(), out};
 }
 

@@ -25,6 +25,8 @@
 //   headers: RxPacket.icrc_checked stays false and the engine checks the ICRC as if the ID
 //   were 0, which is what softrdma peers send; for a peer with non-zero IDs, such as rxe or
 //   a NIC, it solves for the ID instead (DeviceCounters::icrc_ipv4_id_solved).
+// - Multicast groups are received on sockets of their own (udp_groups.hpp); packets to a
+//   group leave from this socket one datagram each (no GSO), with IPv4 ID 0 as any single send.
 // Not used yet: per-QP source ports.
 #pragma once
 
@@ -38,6 +40,7 @@
 
 #include "emulator/core/device.hpp"
 #include "emulator/net/backend.hpp"
+#include "emulator/net/udp_groups.hpp"
 
 namespace softrdma::net {
 
@@ -89,6 +92,11 @@ class UdpBackend final : public Backend {
   // The bytes live in this backend's slots until the next call. Never blocks.
   std::span<const core::RxPacket> receive() override;
 
+  bool joins_groups() const override { return multicast_; }
+  int join_group(const core::Gid& group) override { return multicast_ ? groups_->join(group) : EOPNOTSUPP; }
+  int leave_group(const core::Gid& group) override { return multicast_ ? groups_->leave(group) : EOPNOTSUPP; }
+  int group_fd() const override { return groups_->fd(); }
+
  private:
   struct Socket;  // the Boost.Asio objects, kept out of this header
   struct Slots;   // the recvmmsg / sendmmsg arrays
@@ -111,6 +119,8 @@ class UdpBackend final : public Backend {
   bool gso_ = true;
   bool checksums_ = false;    // IPv4: SO_NO_CHECK is off at the moment
   std::size_t no_gso_ = 0;    // packets still to send one by one after the kernel refused their GSO datagram
+  std::unique_ptr<UdpGroups> groups_;
+  bool multicast_ = false;    // the socket is set up to send to groups (UdpGroups::prepare_sender)
   UdpCounters counters_;
 };
 

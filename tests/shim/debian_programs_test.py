@@ -5,8 +5,7 @@ usage: debian_programs_test.py CHECK SOFTRDMA [ARGS...]
 
 Each CHECK is one ctest. A check whose Debian program is not installed exits 77 (ctest's
 SKIP_RETURN_CODE) after saying which package provides it. Every program runs with a timeout.
-The check fork takes softrdmad as its ARG, for its daemon half. The checks ipv6 and netdev run
-inside ../host/in_netns.sh: a network namespace of their own
+The check fork takes softrdmad as its ARG for its daemon half. The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
 whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2 (in_netns.sh exits 77
 where namespaces cannot be made).
 """
@@ -120,6 +119,10 @@ def check_ibv_devinfo(softrdma):
         (r"^\s+GID\[\s*0\]:\s+::ffff:127\.0\.0\.\d+, RoCE v2$", "GID[0] ::ffff:127.0.0.N, RoCE v2"),
         (r"^\s+max_qp:\s+4096$", "max_qp 4096"),
         (r"^\s+atomic_cap:\s+ATOMIC_HCA", "atomic_cap ATOMIC_HCA"),
+        # The groups the udp backend can join (core::MulticastLimits).
+        (r"^\s+max_mcast_grp:\s+64$", "max_mcast_grp 64"),
+        (r"^\s+max_mcast_qp_attach:\s+64$", "max_mcast_qp_attach 64"),
+        (r"^\s+max_total_mcast_qp_attach:\s+4096$", "max_total_mcast_qp_attach 4096"),
     ]:
         check(re.search(pattern, out, re.M) is not None, f"ibv_devinfo -v shows {what}")
     check(err == "", "nothing on stderr", err)

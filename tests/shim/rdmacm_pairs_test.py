@@ -12,8 +12,14 @@ one softrdmad ($SOFTRDMAD) on the server's address, both programs attached to it
 `softrdma run --daemon`, so that the connection is between two QPs of one device, as two
 processes on one host with one RNIC connect; softrdmad must then exit 0 on SIGTERM. Cases
 that inject faults per program have no daemon variant (the daemon's faults are its own). The pairs are rdma-core's
-rdmacm-utils (rping, ucmatose, udaddy, rdma_server/rdma_client, cmtime), perftest with -R
-(its QPs connected by the RDMA CM) and qperf with -cm1.
+rdmacm-utils (rping, ucmatose, udaddy, rdma_server/rdma_client, cmtime, mckey), perftest with
+-R (its QPs connected by the RDMA CM) and qperf with -cm1.
+
+mckey pairs are a receiver and a sender of one multicast group (239.77.X.Y, chosen per run),
+each bound to its own address; mckey.ipv6 runs in a network namespace of its own, where the
+two devices sit on the ends of a veth pair (NETNS6_ADDR), since IPv6 multicast does not work
+on loopback, and its group is ff0e::77:40:1. Multicast has no daemon variant: softrdmad
+serves no groups.
 
 A case passes when, within its timeout, both programs exit 0 (a server that never exits on
 its own, cmtime's and qperf's, must still be running when the client is done and is then
@@ -37,6 +43,7 @@ import json
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -76,13 +83,19 @@ class Case:
     listens on TCP port {P}), or None (a pause). PERSISTENT: the server never exits on its
     own. CHECK(server_out, client_out) returns [(ok, what, detail)] beyond the EXPECT regexes.
     ALLOWED: regexes of lines BAD_LINE would catch that the program prints on success.
-    SERVER_RUN, CLIENT_RUN: more `softrdma run` options for that side (--faults ...)."""
+    SERVER_RUN, CLIENT_RUN: more `softrdma run` options for that side (--faults ...).
+    In the templates {C} is the client's address and {G} a multicast group of the addresses'
+    family. DAEMON: False when the pair has no daemon variant. NETNS: the pair runs in a
+    namespace of its own (run_in_namespace)."""
 
     def __init__(self, name, server, client, server_expect=(), client_expect=(), ready=None, persistent=False,
-                 check=None, allowed=(), timeout=DEFAULT_TIMEOUT, server_run=(), client_run=()):
+                 check=None, allowed=(), timeout=DEFAULT_TIMEOUT, server_run=(), client_run=(), daemon=True,
+                 netns=False):
         self.name = name
         self.server_run = list(server_run)
-        self.on_daemon = not server_run and not client_run  # a daemon variant, when no side injects faults
+        # A daemon variant, when no side injects faults and softrdmad serves what the pair uses.
+        self.on_daemon = daemon and not server_run and not client_run
+        self.netns = netns  # on a veth pair in a namespace of its own (NETNS6_ADDR), IPv6
         self.client_run = list(client_run)
         self.server = server
         self.client = client
@@ -165,6 +178,17 @@ def qperf(name, test, result):
                 [], [rf"^{test}:$", result], ready="tcp", persistent=True)
 
 
+def mckey(name, sender_args=(), netns=False):
+    """The receiver joins {G} from its address and waits for mckey's 10 datagrams; the sender
+    joins from its own (or, with -o, as a send-only member) and sends them 3 s after its join,
+    mckey's pause for a subnet manager."""
+    joined = r"^mckey: joined dgid: (::ffff:239\.77\.\d+\.\d+|ff0e::77:40:1) mlid 0x0 sl 0$"
+    done = [r"^data transfers complete$", r"^test complete$", r"^return status 0$"]
+    return Case(name, ["mckey", "-m", "{G}", "-b", "{S}"], ["mckey", "-m", "{G}", "-s", "-b", "{C}", *sender_args],
+                [joined, r"^receiving data transfers$", *done], [joined, r"^initiating data transfers$", *done],
+                ready=r"^mckey: joined dgid", daemon=False, netns=netns)
+
+
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
 QPERF_LAT = rf"^\s+latency\s+=\s+{NUM} (ns|us|ms|sec)$"
 
@@ -208,6 +232,10 @@ CASES = [
     qperf("qperf.rc_lat", "rc_lat", QPERF_LAT),
     qperf("qperf.rc_rdma_write_bw", "rc_rdma_write_bw", QPERF_BW),
     qperf("qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW),
+    # mckey: UD multicast through rdma_join_multicast_ex; -o joins the sender to send only.
+    mckey("mckey"),
+    mckey("mckey.send_only", ["-o"]),
+    mckey("mckey.ipv6", netns=True),
 ]
 
 
@@ -306,8 +334,49 @@ def stop_daemon(daemon, result):
     result.check(rc == 0, "softrdmad exits 0 on SIGTERM", daemon.report())
 
 
-def fill(template, server_ip, port):
-    return [a.replace("{S}", server_ip).replace("{P}", str(port)) for a in template]
+def fill(template, server_ip, port, client_ip="", group=""):
+    return [a.replace("{S}", server_ip).replace("{P}", str(port)).replace("{C}", client_ip).replace("{G}", group)
+            for a in template]
+
+
+def multicast_group(address):
+    """A group of ADDRESS's family: a random 239.77.X.Y (no other run shares it), ff0e::77:40:1
+    (in a namespace of its own)."""
+    return "ff0e::77:40:1" if ":" in address else f"239.77.{random.randint(1, 254)}.{random.randint(1, 254)}"
+
+
+# The namespace of a NETNS case: the two ends of a veth pair, with one address each.
+NETNS6_ADDR = ("fd77:40::1", "fd77:40::2")
+NETNS_VETH = ("srdmc0", "srdmc1")
+INSIDE_NETNS = "SOFTRDMA_PAIRS_IN_NETNS"  # set in the namespace run_in_namespace makes
+
+
+def run_in_namespace(case, softrdma, timeout):
+    """Runs CASE again in a network namespace of its own (unshare, as root of a user namespace
+    where not root): its exit status is the case's outcome."""
+    result = Outcome(case.name)
+    if shutil.which("ip") is None:
+        result.skipped = "the ip command is missing (apt-get install iproute2)"
+    elif subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True).returncode != 0:
+        result.skipped = "cannot create a network namespace here (needs root or unprivileged user namespaces)"
+    if result.skipped:
+        print(f"SKIPPED: {result.skipped}", flush=True)
+        return result
+    setup = (f"ip link set lo up && ip link add {NETNS_VETH[0]} type veth peer name {NETNS_VETH[1]} && "
+             f"ip -6 addr add {NETNS6_ADDR[0]}/64 dev {NETNS_VETH[0]} nodad && "
+             f"ip -6 addr add {NETNS6_ADDR[1]}/64 dev {NETNS_VETH[1]} nodad && "
+             f"ip link set {NETNS_VETH[0]} up && ip link set {NETNS_VETH[1]} up && "
+             f"until ip link show {NETNS_VETH[1]} | grep -q LOWER_UP; do sleep 0.05; done && "
+             'exec "$@"')
+    argv = [sys.executable, os.path.abspath(__file__), "--server-ip", NETNS6_ADDR[0], "--client-ip", NETNS6_ADDR[1],
+            *(["--timeout", str(timeout)] if timeout else []), softrdma, case.name]
+    inner = subprocess.run(["unshare", "--net", "--map-root-user", "sh", "-c", setup, "in_netns", *argv],
+                           env={**os.environ, INSIDE_NETNS: "1"}, timeout=(timeout or case.timeout) + 30)
+    if inner.returncode == SKIP:
+        result.skipped = "skipped inside the namespace"
+    else:
+        result.check(inner.returncode == 0, f"the case passes in its namespace (exit {inner.returncode})")
+    return result
 
 
 def wait_ready(case, server, port, deadline):
@@ -334,6 +403,8 @@ def wait_ready(case, server, port, deadline):
 
 
 def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=False):
+    if case.netns and not os.environ.get(INSIDE_NETNS):
+        return run_in_namespace(case, softrdma, timeout)
     name = f"daemon.{case.name}" if on_daemon else case.name
     result = Outcome(name)
     for program in case.programs:
@@ -350,20 +421,22 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
     else:
         server_attach, client_attach = ["--ip", server_ip], ["--ip", client_ip]
     try:
-        run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir)
+        run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir,
+                 client_ip=server_ip if on_daemon else client_ip)
     finally:
         if daemon is not None:
             stop_daemon(daemon, result)
     return result
 
 
-def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir):
+def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir, client_ip):
     port = free_port()
+    group = multicast_group(server_ip)
     stats = {side: os.path.join(workdir, f"{case.name}.{side}.stats.json") for side in ("server", "client")}
     server_argv = [softrdma, "run", *server_attach, *faulted(case.server_run, stats["server"]), "--"] + \
-        fill(case.server, server_ip, port)
+        fill(case.server, server_ip, port, client_ip, group)
     client_argv = [softrdma, "run", *client_attach, *faulted(case.client_run, stats["client"]), "--"] + \
-        fill(case.client, server_ip, port)
+        fill(case.client, server_ip, port, client_ip, group)
     print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
     deadline = time.monotonic() + (timeout or case.timeout)
 

@@ -31,7 +31,7 @@ GROUPS = {
     "counters": ["sent_pkts", "sent_bytes", "rcvd_pkts", "rcvd_bytes", "retransmitted_pkts", "local_ack_timeout_err",
                  "rcvd_seq_err", "out_of_seq_request", "duplicate_request", "rcvd_rnr_err", "send_rnr_err",
                  "retry_exceeded_err", "rnr_retry_exceeded_err", "icrc_err", "icrc_ipv4_id_solved", "malformed", "unknown_qp",
-                 "dropped"],
+                 "dropped", "mcast_rcvd", "mcast_dropped"],
     "udp": ["tx_packets", "tx_bytes", "tx_errors", "tx_no_route", "rx_packets", "rx_bytes", "rx_truncated",
             "rx_errors", "rx_kernel_drops", "tx_gso_datagrams", "rx_gro_datagrams", "loopback_packets", "last_tx_errno"],
     "capture": ["frames_written", "frames_dropped"],

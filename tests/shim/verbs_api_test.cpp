@@ -2,6 +2,7 @@
 // it: this executable links softrdma's libibverbs.so.1 (ctest runs it with SOFTRDMA_IP
 // unset, so the device takes the first free 127.0.0.N), and the inline wrappers of verbs.h
 // run for real.
+#include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -161,6 +162,9 @@ TEST_CASE("query_device and query_device_ex report the engine's limits", "[shim]
   CHECK(a.max_srq_wr == 16384);
   CHECK(a.max_pkeys == 1);
   CHECK(a.phys_port_cnt == 1);
+  CHECK(a.max_mcast_grp == 64);  // the engine's MulticastLimits: the udp backend joins groups
+  CHECK(a.max_mcast_qp_attach == 64);
+  CHECK(a.max_total_mcast_qp_attach == 64 * 64);
 
   ibv_device_attr_ex ax{};
   REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &ax) == 0);  // the inline path, through vctx
@@ -320,6 +324,37 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   CHECK(ibv_create_qp_ex(d.ctx, &qp_attr) == nullptr);
   CHECK(errno == EOPNOTSUPP);
 
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+TEST_CASE("ibv_attach_mcast and ibv_detach_mcast: UD QPs and multicast GIDs, errno values as the kernel's",
+          "[shim]") {
+  Device d;
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 4, nullptr, nullptr, 0);
+  REQUIRE((pd != nullptr && cq != nullptr));
+  ibv_qp_init_attr init{};
+  init.send_cq = init.recv_cq = cq;
+  init.cap = {1, 1, 1, 1, 0};
+  init.qp_type = IBV_QPT_UD;
+  ibv_qp* ud = ibv_create_qp(pd, &init);
+  init.qp_type = IBV_QPT_RC;
+  ibv_qp* rc = ibv_create_qp(pd, &init);
+  REQUIRE((ud != nullptr && rc != nullptr));
+  ibv_gid group{}, unicast{};
+  REQUIRE(::inet_pton(AF_INET6, "::ffff:239.77.40.61", group.raw) == 1);
+  REQUIRE(::inet_pton(AF_INET6, "::ffff:127.0.0.1", unicast.raw) == 1);
+
+  CHECK(ibv_attach_mcast(rc, &group, 0) == EINVAL);
+  CHECK(ibv_attach_mcast(ud, &unicast, 0) == EINVAL);
+  CHECK(ibv_attach_mcast(ud, &group, 0) == 0);
+  CHECK(ibv_attach_mcast(ud, &group, 0) == 0);  // twice: one attachment (the LID is RoCE's 0, ignored)
+  CHECK(ibv_detach_mcast(ud, &group, 0) == 0);
+  CHECK(ibv_detach_mcast(ud, &group, 0) == EINVAL);
+  CHECK(ibv_attach_mcast(ud, &group, 0) == 0);
+  CHECK(ibv_destroy_qp(ud) == 0);  // leaves the group with the QP
+  CHECK(ibv_destroy_qp(rc) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
 }

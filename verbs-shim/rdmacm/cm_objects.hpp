@@ -31,6 +31,9 @@ namespace core = softrdma::core;  // for the exported functions, defined outside
 
 struct Id;
 
+// RDMA_UDP_QKEY: the Q_Key of rdma_cm's UD QPs and multicast groups in RDMA_PS_UDP.
+inline constexpr std::uint32_t kUdpQkey = 0x01234567;
+
 // The IP CM service ID of a port in an rdma_cm port space (annex A11.3.1).
 inline std::uint64_t service_id(rdma_port_space ps, std::uint16_t port) {
   return wire::ip_cm_service_id(static_cast<std::uint8_t>(ps & 0xFF), port);
@@ -42,11 +45,16 @@ struct Local {
   int status = 0;
 };
 
+// RDMA_CM_EVENT_MULTICAST_JOIN for the ID's membership `serial` (multicast.cpp).
+struct Joined {
+  std::uint64_t serial = 0;
+};
+
 // An event on its way to rdma_get_cm_event: for `id` (a listener, for a request), from the
 // engine or made here.
 struct Queued {
   Id* id = nullptr;
-  std::variant<Local, core::CmEvent> what;
+  std::variant<Local, core::CmEvent, Joined> what;
 };
 
 struct Channel {
@@ -60,6 +68,14 @@ struct Channel {
 struct Event {
   rdma_cm_event event{};  // first
   std::array<std::uint8_t, 256> private_data{};
+};
+
+// A multicast group an ID joined (rdma_join_multicast).
+struct Membership {
+  std::uint64_t serial = 0;  // unique in the process: its join event names it
+  core::Gid mgid{};          // the group's address as a GID (multicast.cpp)
+  void* context = nullptr;   // the join's: its event's private_data
+  bool send_only = false;    // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER: the QP is not attached
 };
 
 enum class IdState : std::uint8_t {
@@ -104,6 +120,7 @@ struct Id {
   bool own_cqs = false;      // send_cq and recv_cq (and their channels) are this library's
   // A passive rdma_create_ep's QP attributes: rdma_get_request gives each request's ID a QP.
   std::optional<ibv_qp_init_attr> request_qp;
+  std::vector<Membership> groups;  // guarded by `mutex`
 };
 
 inline Id& id_of(rdma_cm_id* id) { return *reinterpret_cast<Id*>(id); }
@@ -139,6 +156,7 @@ void fill_path(Id& id);
 
 // Events (event_channel.cpp).
 void queue_local(Id& id, rdma_cm_event_type type, int status = 0);
+void queue_joined(Id& id, std::uint64_t serial);
 // Queues an event taken off another channel on the ID's (rdma_migrate_id).
 void repost(Id& id, Queued q);
 // Sends the engine's events for `connection` (or `listener`) to `id` from now on, with any
@@ -169,6 +187,9 @@ int wait_for(Id& id, rdma_cm_event_type expected);
 // The engine's events become the application's (connection.cpp); false when one is
 // consumed here without reaching it.
 bool translate(Id& id, const core::CmEvent& e, Event& out);
+// A join's event (multicast.cpp): the QP attached to the group as it is taken, as rdma-core
+// attaches it; false when the ID has left the group since.
+bool translate_join(Id& id, const Joined& j, Event& out);
 // Gives `id` the QP `qp` (created on its device), moved to INIT, or for UD to RTS
 // (rdma_create_qp's contract); 0 or an errno value (the QP is destroyed then).
 int create_qp_on(Id& id, ibv_qp* qp);

@@ -18,7 +18,6 @@
 namespace softrdma::rdmacm {
 namespace {
 
-constexpr std::uint32_t kUdpQkey = 0x01234567;  // RDMA_UDP_QKEY: rdma_cm's Q_Key for RDMA_PS_UDP
 constexpr std::uint8_t kDefaultAckTimeout = 0x11;  // 537 ms, as rdma_cm on RoCE sends
 constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms (IBTA table 45)
 // The largest READ/atomic depth of the engine (DeviceLimits: max_qp_rd_atom, max_qp_init_rd_atom).

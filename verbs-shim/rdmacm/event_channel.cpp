@@ -134,6 +134,8 @@ void start_events(host::DeviceLink& link) {
 
 void queue_local(Id& id, rdma_cm_event_type type, int status) { post(*id.channel, {&id, Local{type, status}}); }
 
+void queue_joined(Id& id, std::uint64_t serial) { post(*id.channel, {&id, Joined{serial}}); }
+
 void repost(Id& id, Queued q) { post(*id.channel, std::move(q)); }
 
 void route_connection(Id& id, std::uint32_t connection) {
@@ -250,9 +252,14 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
     auto* out = new (std::nothrow) Event;
     if (out == nullptr) return fail(ENOMEM);
     Id& id = *q.id;
-    const bool reported = std::holds_alternative<Local>(q.what)
-                              ? (fill_local(id, std::get<Local>(q.what), *out), true)
-                              : translate(id, std::get<core::CmEvent>(q.what), *out);
+    bool reported = true;
+    if (const auto* local = std::get_if<Local>(&q.what)) {
+      fill_local(id, *local, *out);
+    } else if (const auto* joined = std::get_if<Joined>(&q.what)) {
+      reported = translate_join(id, *joined, *out);
+    } else {
+      reported = translate(id, std::get<core::CmEvent>(q.what), *out);
+    }
     if (!reported) {
       delete out;
       continue;
