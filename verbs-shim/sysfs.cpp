@@ -1,8 +1,9 @@
 // The two sysfs helpers rdma-core exports. There is no kernel RDMA device behind srdma0, so
-// reads under its ibdev_path are answered from memory; every other path is read from the
-// real file system, as rdma-core would (librdmacm asks for class/misc/rdma_cm/abi_version
-// and copes with its absence).
+// reads under its ibdev_path are answered from memory, with the files `softrdma run`'s view
+// shows (sysfs_files.hpp); every other path is read from the file system, as rdma-core would
+// (librdmacm asks for class/misc/rdma_cm/abi_version and copes with its absence).
 #include <fcntl.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,29 +12,23 @@
 #include <string>
 #include <string_view>
 
-#include "verbs-shim/attributes.hpp"
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/sysfs_files.hpp"
 
 namespace softrdma::shim {
 
 namespace {
 
-std::string guid_text(const Guid& g) {
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%02x%02x:%02x%02x:%02x%02x:%02x%02x", g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]);
-  return buf;
-}
-
-// The files of the device's virtual /sys/class/infiniband/srdma0 that tools read; content
-// with a trailing newline, as the kernel writes it. Empty for a file we do not provide.
+// The device's file under its ibdev_path (sysfs_files.hpp), or empty when there is none.
 std::string virtual_file(std::string_view file) {
   const DeviceIdentity* id = device_identity();
   if (id == nullptr) return {};
-  if (file == "board_id") return "SOFTRDMA\n";  // ibv_devinfo prints it
-  if (file == "fw_ver") return std::string(kFirmwareVersion) + "\n";
-  if (file == "node_guid" || file == "sys_image_guid") return guid_text(id->guid) + "\n";
-  if (file == "node_type") return "1: CA\n";
-  if (file == "node_desc") return std::string("softrdma ") + kDeviceName + "\n";
+  SysfsFacts facts{id->address, {}};
+  char netdev[IF_NAMESIZE];
+  if (id->ifindex != 0 && ::if_indextoname(static_cast<unsigned>(id->ifindex), netdev) != nullptr) facts.netdev = netdev;
+  for (const SysfsFile& f : sysfs_files(facts)) {
+    if (f.path == file && !f.path.ends_with('/')) return f.content;
+  }
   return {};
 }
 

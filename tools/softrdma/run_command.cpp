@@ -12,7 +12,9 @@
 #include <string_view>
 
 #include "emulator/host/daemon_socket.hpp"
+#include "tools/softrdma/sysfs_view.hpp"
 #include "verbs-shim/address.hpp"
+#include "verbs-shim/identity.hpp"
 #include "verbs-shim/shim_marker.hpp"
 
 namespace softrdma::run {
@@ -27,7 +29,9 @@ constexpr const char* kUsage =
     "ibv_rc_pingpong, ib_write_bw, rping, qperf, python3 with pyverbs, ...), on softrdma's software\n"
     "RDMA device srdma0. The folder holding softrdma's libibverbs.so.1 and librdmacm.so.1 is put\n"
     "first on LD_LIBRARY_PATH and PROGRAM replaces this process, so its exit status, signals and\n"
-    "terminal are its own.\n"
+    "terminal are its own. libsoftrdma_sysfs.so, from the same folder, is appended to LD_PRELOAD:\n"
+    "through it PROGRAM and its children see srdma0 under /sys/class/infiniband (port, GID type,\n"
+    "network interface), written to the runtime directory for them.\n"
     "\n"
     "Options:\n"
     "  --ip ADDR        the IPv4 or IPv6 address srdma0 binds (UDP port 4791) and sends from\n"
@@ -320,6 +324,9 @@ int run_main(int argc, char** argv) {
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string lib_path = *loc.dir + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
   ::setenv("LD_LIBRARY_PATH", lib_path.c_str(), 1);
+  if (std::string why = offer_sysfs_view(*loc.dir); !why.empty()) {
+    std::fprintf(stderr, "softrdma run: no sysfs view of %s: %s\n", shim::kDeviceName, why.c_str());
+  }
 
   ::execv(program->c_str(), argv + i);
   int err = errno;

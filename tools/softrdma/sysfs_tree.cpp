@@ -1,0 +1,101 @@
+#include "tools/softrdma/sysfs_tree.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "emulator/host/runtime_dir.hpp"
+#include "verbs-shim/identity.hpp"
+
+namespace softrdma::run {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// FNV-1a over every path and content: the tree's name.
+std::uint64_t content_hash(const std::vector<shim::SysfsFile>& files) {
+  std::uint64_t h = 0xcbf29ce484222325;
+  auto add = [&h](const std::string& s) {
+    for (unsigned char c : s) h = (h ^ c) * 0x100000001b3;
+    h = (h ^ 0) * 0x100000001b3;  // the terminator keeps "ab"+"c" apart from "a"+"bc"
+  };
+  for (const shim::SysfsFile& f : files) {
+    add(f.path);
+    add(f.content);
+  }
+  return h;
+}
+
+fs::path device_dir(const fs::path& root) { return root / "class" / "infiniband" / shim::kDeviceName; }
+
+bool names_directory(const shim::SysfsFile& f) { return f.path.ends_with('/'); }
+
+// Whether the tree at ROOT holds every file with its content.
+bool holds(const fs::path& root, const std::vector<shim::SysfsFile>& files) {
+  std::error_code ec;
+  for (const shim::SysfsFile& f : files) {
+    const fs::path p = device_dir(root) / f.path;
+    if (names_directory(f)) {
+      if (!fs::is_directory(p, ec)) return false;
+      continue;
+    }
+    std::ifstream in(p, std::ios::binary);
+    const std::string content{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (!in || content != f.content) return false;
+  }
+  return true;
+}
+
+// Writes the files under ROOT; why it failed, or empty.
+std::string write_files(const fs::path& root, const std::vector<shim::SysfsFile>& files) {
+  std::error_code ec;
+  for (const shim::SysfsFile& f : files) {
+    const fs::path p = device_dir(root) / f.path;
+    fs::create_directories(names_directory(f) ? p : p.parent_path(), ec);
+    if (ec) return "cannot create " + p.parent_path().string() + ": " + ec.message();
+    if (names_directory(f)) continue;
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);  // sysfs: read-only
+    const bool written = fd >= 0 && ::write(fd, f.content.data(), f.content.size()) == static_cast<ssize_t>(f.content.size());
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!written) return "cannot write " + p.string() + ": " + std::strerror(err);
+  }
+  return {};
+}
+
+}  // namespace
+
+SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files) {
+  const host::RuntimeDir dir = host::create_runtime_dir();
+  if (!dir.error.empty()) return {{}, dir.error};
+  char name[32];
+  std::snprintf(name, sizeof name, "sysfs-%016llx", static_cast<unsigned long long>(content_hash(files)));
+  const fs::path root = fs::absolute(fs::path(dir.path) / name);
+  if (holds(root, files)) return {root.string(), {}};
+  std::error_code ec;
+  fs::remove_all(root, ec);  // what is left of one that lost files
+  std::string temporary = dir.path + "/.sysfs-XXXXXX";
+  if (::mkdtemp(temporary.data()) == nullptr) {
+    return {{}, "cannot create a directory in " + dir.path + ": " + std::strerror(errno)};
+  }
+  std::string error = write_files(temporary, files);
+  // Another run may have put the same tree in place first: then it is used.
+  if (error.empty() && ::rename(temporary.c_str(), root.c_str()) != 0) {
+    const int err = errno;
+    if (!holds(root, files)) error = "cannot rename " + temporary + " to " + root.string() + ": " + std::strerror(err);
+  }
+  fs::remove_all(temporary, ec);
+  if (!error.empty()) return {{}, error};
+  return {root.string(), {}};
+}
+
+}  // namespace softrdma::run

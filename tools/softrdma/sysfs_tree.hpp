@@ -1,0 +1,26 @@
+// The tree `softrdma run` writes for its sysfs view: srdma0's files (verbs-shim/sysfs_files.hpp)
+// at ROOT/class/infiniband/srdma0/, ROOT standing for /sys (verbs-shim/sysfs_view/view_path.h).
+//
+// softrdma run execs the program, so nothing is left to remove the tree when it ends. It lives
+// instead in the runtime directory (emulator/host/runtime_dir.hpp) under a name made from its
+// content, sysfs-HASH, and every run with the same content uses the same one: a user has one
+// per address and interface used, and the runtime directory's own clean-up (XDG_RUNTIME_DIR at
+// logout, /tmp's cleaning) removes them. A tree is written under a temporary name and renamed
+// into place, so no reader sees half of one; a tree found in place is used only if it still
+// holds every file with its content (/tmp's cleaning removes files one by one).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "verbs-shim/sysfs_files.hpp"
+
+namespace softrdma::run {
+
+struct SysfsTree {
+  std::string root;   // absolute
+  std::string error;  // when there is no tree: one line saying why
+};
+SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files);
+
+}  // namespace softrdma::run

@@ -1,0 +1,45 @@
+#include "tools/softrdma/sysfs_view.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "emulator/host/daemon_client.hpp"
+#include "emulator/host/daemon_socket.hpp"
+#include "tools/softrdma/sysfs_tree.hpp"
+#include "verbs-shim/identity.hpp"
+#include "verbs-shim/sysfs_view/view_path.h"
+
+namespace softrdma::run {
+
+shim::SysfsFacts known_facts() {
+  std::optional<shim::IpAddress> address;
+  if (const char* daemon = std::getenv(host::kDaemonVariable); daemon != nullptr && *daemon != '\0') {
+    const host::DaemonConnect connected = host::DaemonClient::connect(daemon);
+    if (!connected.client) return {};  // the program will say why when it reaches the device
+    address = shim::parse_address(connected.client->address());
+    if (!address) return {};
+  } else {
+    address = shim::choose_address(shim::environment_request()).address;
+  }
+  const std::vector<shim::LocalInterface> interfaces = shim::local_interfaces();
+  const shim::LocalInterface* iface = shim::interface_holding(address.value_or(shim::kDefaultAddress), interfaces);
+  return {address, iface != nullptr ? iface->name : std::string()};
+}
+
+std::string offer_sysfs_view(const std::string& lib_dir) {
+  const std::string library = lib_dir + "/" + kSysfsLibrary;
+  if (::access(library.c_str(), R_OK) != 0) return library + " is missing (build the softrdma_sysfs target)";
+  // The loader splits LD_PRELOAD at spaces and colons.
+  if (library.find_first_of(" :") != std::string::npos) return library + ": LD_PRELOAD cannot hold a space or a colon";
+  const SysfsTree tree = write_sysfs_tree(shim::sysfs_files(known_facts()));
+  if (!tree.error.empty()) return tree.error;
+  // After the user's own, so that theirs (an ASan runtime, say) still comes first.
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string list = (preload != nullptr && *preload != '\0' ? std::string(preload) + ":" : "") + library;
+  ::setenv("LD_PRELOAD", list.c_str(), 1);
+  ::setenv(SOFTRDMA_SYSFS_ROOT_VARIABLE, tree.root.c_str(), 1);
+  return {};
+}
+
+}  // namespace softrdma::run

@@ -1,0 +1,53 @@
+#include "verbs-shim/sysfs_files.hpp"
+
+#include <cstdio>
+
+#include "verbs-shim/attributes.hpp"
+#include "verbs-shim/identity.hpp"
+
+namespace softrdma::shim {
+
+namespace {
+
+// GUIDs and GIDs as sysfs prints them: groups of four hex digits ("0200:7fff:fe00:0001").
+template <std::size_t N>
+std::string hex_groups(const std::array<std::uint8_t, N>& bytes) {
+  std::string out;
+  for (std::size_t i = 0; i < N; i += 2) {
+    char group[6];
+    std::snprintf(group, sizeof group, "%s%02x%02x", i == 0 ? "" : ":", bytes[i], bytes[i + 1]);
+    out += group;
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
+std::vector<SysfsFile> sysfs_files(const SysfsFacts& facts) {
+  std::vector<SysfsFile> files = {
+      {"node_type", "1: CA\n"},
+      {"node_desc", std::string("softrdma ") + kDeviceName + "\n"},
+      {"fw_ver", std::string(kFirmwareVersion) + "\n"},
+      {"board_id", "SOFTRDMA\n"},  // ibv_devinfo prints it
+      {"device/numa_node", "-1\n"},  // software: no node is nearer than another
+      // What port_attr() says (a test keeps them together).
+      {"ports/1/state", "4: ACTIVE\n"},
+      {"ports/1/phys_state", "5: LinkUp\n"},
+      {"ports/1/link_layer", "Ethernet\n"},
+      {"ports/1/gid_attrs/types/0", "RoCE v2\n"},
+  };
+  if (facts.address) {
+    const DeviceIdentity id = make_identity(*facts.address, std::nullopt);
+    files.push_back({"node_guid", hex_groups(id.guid)});
+    files.push_back({"sys_image_guid", hex_groups(id.guid)});
+    // Empty entries read as the zero GID, as the kernel shows them.
+    for (std::size_t i = 0; i < id.gids.size(); ++i) files.push_back({"ports/1/gids/" + std::to_string(i), hex_groups(id.gids[i])});
+  }
+  if (!facts.netdev.empty()) {
+    files.push_back({"device/net/" + facts.netdev + "/", ""});
+    files.push_back({"ports/1/gid_attrs/ndevs/0", facts.netdev + "\n"});
+  }
+  return files;
+}
+
+}  // namespace softrdma::shim
