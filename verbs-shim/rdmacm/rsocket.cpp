@@ -1,99 +1,93 @@
-// The rsocket API (rsocket(7): sockets over RDMA, 27 names in RDMACM_1.0) is not implemented
-// yet. Every function fails the way an rsocket call fails, -1 with errno set, here ENOSYS, and
-// names itself once on stderr (not_implemented.hpp). Programs reach these only by calling
-// them: rdma-core's librspreload.so, which redirects the socket calls of unmodified programs
-// here, is not loaded unless a program preloads it.
-#include <sys/types.h>
+// rsockets (rsocket(7)): stream sockets over RDMA, the 27 names of RDMACM_1.0 that rstream,
+// riostream and rdma-core's librspreload.so call, speaking rdma-core's rsocket protocol so
+// that either end may be rdma-core's library. The files, one job each: rsocket_wire.hpp (the
+// protocol's layouts and numbers), rsocket_state.hpp (a socket), rsocket_table.cpp (socket
+// numbers), rsocket_connect.cpp (rsocket, rbind, rlisten, raccept, rconnect, names),
+// rsocket_endpoint.cpp (QP, CQ, buffers, connection data), rsocket_progress.cpp (completions,
+// credits, waiting), rsocket_data.cpp (rsend/rrecv and kin), rsocket_poll.cpp (rpoll,
+// rselect), rsocket_iomap.cpp (riomap, riounmap, riowrite), rsocket_options.cpp (options),
+// and this one: shutting down and closing. SOCK_DGRAM rsockets are not implemented
+// (EOPNOTSUPP from rsocket).
+#include <cerrno>
 
-#include "verbs-shim/rdmacm/not_implemented.hpp"
-#include "verbs-shim/rdmacm/rdmacm_api.hpp"
+#include "verbs-shim/rdmacm/rsocket_state.hpp"
 
-using softrdma::rdmacm::not_implemented_minus1;
+namespace softrdma::rsockets {
+namespace {
 
-SRDMA_RDMACM_VERSION(rsocket, "RDMACM_1.0")
-int srdma_rdmacm_rsocket(int, int, int) { return not_implemented_minus1("rsocket"); }
+// Tells the peer we send no more (ctrl shutdown), or are gone (ctrl disconnect), and waits
+// until what we sent has completed: rshutdown blocks, whatever O_NONBLOCK says, as
+// rdma-core's does. A connection closed both ways then has its QP flushed.
+int shutdown_locked(Rsocket& s, std::unique_lock<std::mutex>& lock, int how) {
+  progress(s);
+  if (s.phase != Phase::connected) {
+    return s.phase == Phase::disconnected || s.phase == Phase::error ? 0 : ENOTCONN;
+  }
+  wire::Ctrl ctrl = wire::Ctrl::disconnect;
+  if (how == SHUT_RDWR) {
+    s.readable = s.writable = false;
+  } else if (how == SHUT_WR) {
+    s.writable = false;
+    ctrl = s.readable ? wire::Ctrl::shutdown : wire::Ctrl::disconnect;
+  } else {
+    s.readable = false;
+    if (s.writable) return 0;  // the peer may go on sending: it is not told
+  }
+  // An accepted socket sends nothing before its RTU.
+  wait_until(s, lock, false, [&s] { return s.established || s.phase != Phase::connected; });
+  wait_until(s, lock, false, [&s] { return s.ctrl_in_flight < wire::kCtrlSlots || s.phase != Phase::connected; });
+  if (s.phase == Phase::connected) {
+    if (post_ctrl(s, wire::message(wire::Op::ctrl, static_cast<std::uint32_t>(ctrl))) == 0) ++s.ctrl_in_flight;
+  }
+  wait_until(s, lock, false, [&s] { return all_sends_done(s); });
+  if (s.phase == Phase::connected && !s.readable && !s.writable) s.phase = Phase::disconnected;
+  if (s.phase != Phase::connected) flush_qp(s);  // posted receives flush: a waiting rpoll wakes
+  return 0;
+}
 
-SRDMA_RDMACM_VERSION(rbind, "RDMACM_1.0")
-int srdma_rdmacm_rbind(int, const sockaddr*, socklen_t) { return not_implemented_minus1("rbind"); }
+// A listener's requests nobody will take: refused, so that their clients hear a REJ.
+void refuse_waiting(Rsocket& s) {
+  if (s.phase != Phase::listening || s.channel == nullptr) return;
+  rdma_cm_event* e = nullptr;
+  while (rdma_get_cm_event(s.channel, &e) == 0) {
+    rdma_cm_id* child = e->event == RDMA_CM_EVENT_CONNECT_REQUEST ? e->id : nullptr;
+    rdma_ack_cm_event(e);
+    if (child != nullptr) {
+      rdma_reject(child, nullptr, 0);
+      rdma_destroy_id(child);
+    }
+  }
+}
 
-SRDMA_RDMACM_VERSION(rlisten, "RDMACM_1.0")
-int srdma_rdmacm_rlisten(int, int) { return not_implemented_minus1("rlisten"); }
+}  // namespace
 
-SRDMA_RDMACM_VERSION(raccept, "RDMACM_1.0")
-int srdma_rdmacm_raccept(int, sockaddr*, socklen_t*) { return not_implemented_minus1("raccept"); }
+int close_socket(int fd) {
+  const Ptr p = find(fd);
+  if (!p) return fail(EBADF);
+  erase(fd);  // the number is gone at once; calls already inside keep the socket alive
+  Rsocket& s = *p;
+  std::unique_lock lock(s.mutex);
+  if (s.phase == Phase::connected) shutdown_locked(s, lock, SHUT_RDWR);
+  refuse_waiting(s);
+  destroy(s);
+  return 0;
+}
 
-SRDMA_RDMACM_VERSION(rconnect, "RDMACM_1.0")
-int srdma_rdmacm_rconnect(int, const sockaddr*, socklen_t) { return not_implemented_minus1("rconnect"); }
+}  // namespace softrdma::rsockets
+
+using namespace softrdma::rsockets;
 
 SRDMA_RDMACM_VERSION(rshutdown, "RDMACM_1.0")
-int srdma_rdmacm_rshutdown(int, int) { return not_implemented_minus1("rshutdown"); }
+int srdma_rdmacm_rshutdown(int socket, int how) {
+  const Ptr p = find(socket);
+  if (!p) return fail(EBADF);
+  if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return fail(EINVAL);
+  std::unique_lock lock(p->mutex);
+  const int err = shutdown_locked(*p, lock, how);
+  return err == 0 ? 0 : fail(err);
+}
 
+// rdma-core's rclose returns EBADF itself for an unknown number; this one fails as close(2)
+// does, -1 with errno EBADF.
 SRDMA_RDMACM_VERSION(rclose, "RDMACM_1.0")
-int srdma_rdmacm_rclose(int) { return not_implemented_minus1("rclose"); }
-
-SRDMA_RDMACM_VERSION(rrecv, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rrecv(int, void*, size_t, int) { return not_implemented_minus1("rrecv"); }
-
-SRDMA_RDMACM_VERSION(rrecvfrom, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rrecvfrom(int, void*, size_t, int, sockaddr*, socklen_t*) {
-  return not_implemented_minus1("rrecvfrom");
-}
-
-SRDMA_RDMACM_VERSION(rrecvmsg, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rrecvmsg(int, msghdr*, int) { return not_implemented_minus1("rrecvmsg"); }
-
-SRDMA_RDMACM_VERSION(rsend, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rsend(int, const void*, size_t, int) { return not_implemented_minus1("rsend"); }
-
-SRDMA_RDMACM_VERSION(rsendto, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rsendto(int, const void*, size_t, int, const sockaddr*, socklen_t) {
-  return not_implemented_minus1("rsendto");
-}
-
-SRDMA_RDMACM_VERSION(rsendmsg, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rsendmsg(int, const msghdr*, int) { return not_implemented_minus1("rsendmsg"); }
-
-SRDMA_RDMACM_VERSION(rread, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rread(int, void*, size_t) { return not_implemented_minus1("rread"); }
-
-SRDMA_RDMACM_VERSION(rreadv, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rreadv(int, const iovec*, int) { return not_implemented_minus1("rreadv"); }
-
-SRDMA_RDMACM_VERSION(rwrite, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rwrite(int, const void*, size_t) { return not_implemented_minus1("rwrite"); }
-
-SRDMA_RDMACM_VERSION(rwritev, "RDMACM_1.0")
-ssize_t srdma_rdmacm_rwritev(int, const iovec*, int) { return not_implemented_minus1("rwritev"); }
-
-SRDMA_RDMACM_VERSION(rpoll, "RDMACM_1.0")
-int srdma_rdmacm_rpoll(pollfd*, nfds_t, int) { return not_implemented_minus1("rpoll"); }
-
-SRDMA_RDMACM_VERSION(rselect, "RDMACM_1.0")
-int srdma_rdmacm_rselect(int, fd_set*, fd_set*, fd_set*, timeval*) { return not_implemented_minus1("rselect"); }
-
-SRDMA_RDMACM_VERSION(rgetpeername, "RDMACM_1.0")
-int srdma_rdmacm_rgetpeername(int, sockaddr*, socklen_t*) { return not_implemented_minus1("rgetpeername"); }
-
-SRDMA_RDMACM_VERSION(rgetsockname, "RDMACM_1.0")
-int srdma_rdmacm_rgetsockname(int, sockaddr*, socklen_t*) { return not_implemented_minus1("rgetsockname"); }
-
-SRDMA_RDMACM_VERSION(rsetsockopt, "RDMACM_1.0")
-int srdma_rdmacm_rsetsockopt(int, int, int, const void*, socklen_t) { return not_implemented_minus1("rsetsockopt"); }
-
-SRDMA_RDMACM_VERSION(rgetsockopt, "RDMACM_1.0")
-int srdma_rdmacm_rgetsockopt(int, int, int, void*, socklen_t*) { return not_implemented_minus1("rgetsockopt"); }
-
-SRDMA_RDMACM_VERSION(rfcntl, "RDMACM_1.0")
-int srdma_rdmacm_rfcntl(int, int, ...) { return not_implemented_minus1("rfcntl"); }
-
-SRDMA_RDMACM_VERSION(riomap, "RDMACM_1.0")
-off_t srdma_rdmacm_riomap(int, void*, size_t, int, int, off_t) { return not_implemented_minus1("riomap"); }
-
-SRDMA_RDMACM_VERSION(riounmap, "RDMACM_1.0")
-int srdma_rdmacm_riounmap(int, void*, size_t) { return not_implemented_minus1("riounmap"); }
-
-// rdma-core's riowrite returns the byte count as size_t, and its failure as (size_t) -1.
-SRDMA_RDMACM_VERSION(riowrite, "RDMACM_1.0")
-size_t srdma_rdmacm_riowrite(int, const void*, size_t, off_t, int) {
-  return static_cast<size_t>(not_implemented_minus1("riowrite"));
-}
+int srdma_rdmacm_rclose(int socket) { return close_socket(socket); }
