@@ -3,6 +3,7 @@
 
 usage: /usr/bin/python3 rdma_core_suite.py SOFTRDMA [--category core] [--min-pass 90] [-k PATTERN]...
                                           [--all] [--timeout 600] [--test-timeout 60] [--env NAME=VALUE]...
+                                          [--daemon SOFTRDMAD [--daemon-ip 127.0.0.1]]
 
 What a pass proves: under `SOFTRDMA run --` (our libibverbs.so.1, a clean environment), every
 test of the selected category of rdma-core-tests-inventory.tsv (default `core`, 100 tests)
@@ -27,7 +28,10 @@ never time out) its process group gets SIGABRT, so that faulthandler prints the 
 where it hung, then SIGKILL; the test counts as a hang. A test that kills the interpreter (a
 signal, or an exit mid-test) counts as an error naming the signal. In both cases the results
 already printed are kept and the module's remaining tests run in a fresh process. --timeout
-bounds the whole run; tests it leaves unrun are errors. No --gid is passed by default: traffic
+bounds the whole run; tests it leaves unrun are errors. With --daemon every process attaches
+to one softrdmad started for the run (`softrdma run --daemon=SOCKET`), as the processes of one
+host share its RNIC: the rdmacm tests fork a passive and an active side that both use the
+address of the device's net interface, which only a shared device holds. No --gid is passed by default: traffic
 tests then pick the GID themselves (ACTIVE port, non-zero, RoCE type), so that discovery is
 judged too; --gid pins an index like the suite's own flag.
 
@@ -117,9 +121,10 @@ class Runner:
     suite_flags: list
     test_timeout: float
     deadline: float  # time.monotonic() after which nothing more is started
+    attach: list = dataclasses.field(default_factory=list)  # ["--daemon=SOCKET"] on a daemon
 
     def command(self, extra):
-        return [self.softrdma, "run", "--", PYTHON, self.script] + extra
+        return [self.softrdma, "run", *self.attach, "--", PYTHON, self.script] + extra
 
 
 def module_of(test):
@@ -439,6 +444,10 @@ def parse_args(argv):
     p.add_argument("--dev", default="srdma0", help="device passed to run_tests.py (default srdma0)")
     p.add_argument("--port", type=int, default=1)
     p.add_argument("--gid", type=int, help="GID index passed to run_tests.py (default: the tests choose)")
+    p.add_argument("--daemon", metavar="SOFTRDMAD",
+                   help="run the tests on one softrdmad (started here) instead of a device per process")
+    p.add_argument("--daemon-ip", default="127.0.0.1",
+                   help="the daemon's address (default 127.0.0.1, the address of `lo` the rdmacm tests use)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable to pass deliberately (e.g. SOFTRDMA_DEBUG=1)")
     args = p.parse_args(argv)
@@ -463,6 +472,42 @@ def select_tests(listed, inventory, args):
     return judged, missing, others
 
 
+# How long to wait for the daemon's address to be free: under ctest -j another test's device
+# may hold it for a while (an embedded device takes the first free 127.0.0.N).
+DAEMON_ADDRESS_WAIT = 60
+
+
+def start_daemon(softrdmad, address, work):
+    """softrdmad on ADDRESS with its socket in WORK: (the process, the socket), or (None, why)."""
+    sock = os.path.join(work, "softrdmad.sock")
+    log = os.path.join(work, "softrdmad.log")
+    give_up = time.monotonic() + DAEMON_ADDRESS_WAIT
+    while True:
+        with open(log, "w") as out:
+            daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock], stdout=out, stderr=out,
+                                      stdin=subprocess.DEVNULL)
+        while not os.path.exists(sock) and daemon.poll() is None:
+            time.sleep(0.02)
+        if os.path.exists(sock):
+            return daemon, sock
+        with open(log) as f:
+            said = f.read().strip()
+        if "already in use" not in said or time.monotonic() > give_up:
+            return None, f"softrdmad did not start: {said}"
+        time.sleep(0.5)
+
+
+def stop_daemon(daemon):
+    """SIGTERM; the problem, or "" when it exited 0."""
+    daemon.terminate()
+    try:
+        rc = daemon.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        return "softrdmad did not exit within 10 s of SIGTERM"
+    return "" if rc == 0 else f"softrdmad exited {rc} on SIGTERM"
+
+
 def main(argv):
     args = parse_args(argv)
     absent = missing_prerequisite()
@@ -471,22 +516,18 @@ def main(argv):
         return SKIP_EXIT
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="softrdma-rdma-core-suite-") as work:
-        runner = Runner(os.path.abspath(args.softrdma), unpack_suite(work),
-                        clean_env(dict(e.split("=", 1) for e in args.env)), suite_flags(args),
-                        args.test_timeout, started + args.timeout)
-        judged, missing, others = select_tests(list_tests(runner, args.patterns), load_inventory(), args)
-        print(f"rdma-core tests on {runner.softrdma} (run_tests.py {' '.join(runner.suite_flags)}"
-              f"{''.join(' -k ' + p for p in args.patterns)}): {len(judged)} of category {args.category!r}"
-              + (f", {len(others)} others" if args.all else ""))
-        report = run_tests(runner, judged)
-        if missing:
-            report["(not in the suite)"] = ([Result(t, "error", "in the inventory but not listed by run_tests.py")
-                                             for t in missing], 0.0)
-        results = print_table(f"category {args.category!r} (judged):", report)
-        print_details(results)
-        if others:
-            print_details(print_table("outside the category (reported, not judged):", run_tests(runner, others)))
-    problems = verdict(results, len(judged) + len(missing), args.min_pass)
+        daemon, attach = None, []
+        if args.daemon:
+            daemon, sock = start_daemon(args.daemon, args.daemon_ip, work)
+            if daemon is None:
+                print(f"FAIL: {sock}")
+                return 1
+            attach = [f"--daemon={sock}"]
+        try:
+            results, expected = run_category(args, work, started, attach)
+        finally:
+            stopped = stop_daemon(daemon) if daemon is not None else ""
+    problems = verdict(results, expected, args.min_pass) + ([stopped] if stopped else [])
     print(f"\nran in {time.monotonic() - started:.1f} s")
     for problem in problems:
         print(f"FAIL: {problem}")
@@ -494,6 +535,26 @@ def main(argv):
         print(f"PASS: category {args.category!r}: {counts(results)[0]} passed, {counts(results)[1]} skipped "
               "for accepted reasons, none failed, errored or hung")
     return 1 if problems else 0
+
+
+def run_category(args, work, started, attach):
+    """Runs the judged tests (and the others with --all): their results and how many were judged."""
+    runner = Runner(os.path.abspath(args.softrdma), unpack_suite(work),
+                    clean_env(dict(e.split("=", 1) for e in args.env)), suite_flags(args),
+                    args.test_timeout, started + args.timeout, attach)
+    judged, missing, others = select_tests(list_tests(runner, args.patterns), load_inventory(), args)
+    print(f"rdma-core tests on {runner.softrdma} (run_tests.py {' '.join(runner.suite_flags)}"
+          f"{''.join(' -k ' + p for p in args.patterns)}): {len(judged)} of category {args.category!r}"
+          + (f", {len(others)} others" if args.all else ""))
+    report = run_tests(runner, judged)
+    if missing:
+        report["(not in the suite)"] = ([Result(t, "error", "in the inventory but not listed by run_tests.py")
+                                         for t in missing], 0.0)
+    results = print_table(f"category {args.category!r} (judged):", report)
+    print_details(results)
+    if others:
+        print_details(print_table("outside the category (reported, not judged):", run_tests(runner, others)))
+    return results, len(judged) + len(missing)
 
 
 if __name__ == "__main__":
