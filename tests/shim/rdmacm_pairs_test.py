@@ -515,10 +515,13 @@ def judge(case, result, server, client):
 
 # ---------------------------------------------------------------------------------------------
 
-def main(argv):
+def drive(argv, cases, run, doc, prefix, free_pair=free_loopback_pair):
+    """The command line both pair drivers share: --list, options, CASE... or all; RUN(case,
+    softrdma, server_ip, client_ip, timeout, workdir, on_daemon=) runs one of CASES, on
+    FREE_PAIR()'s addresses unless the options give them."""
     args = argv[1:]
     if args == ["--list"]:
-        print("\n".join([c.name for c in CASES] + [f"daemon.{c.name}" for c in CASES if c.on_daemon]))
+        print("\n".join([c.name for c in cases] + [f"daemon.{c.name}" for c in cases if c.on_daemon]))
         return 0
     server_ip = client_ip = None
     timeout = None
@@ -533,14 +536,14 @@ def main(argv):
             else:
                 timeout = float(value)
         else:
-            print(__doc__, file=sys.stderr)
+            print(doc, file=sys.stderr)
             return 2
     if len(args) < 2:
-        print(__doc__, file=sys.stderr)
+        print(doc, file=sys.stderr)
         return 2
     softrdma, names = args[0], args[1:]
-    by_name = {c.name: c for c in CASES}
-    by_name.update({f"daemon.{c.name}": c for c in CASES if c.on_daemon})
+    by_name = {c.name: c for c in cases}
+    by_name.update({f"daemon.{c.name}": c for c in cases if c.on_daemon})
     if names == ["all"]:
         names = list(by_name)
     unknown = [n for n in names if n not in by_name]
@@ -548,16 +551,16 @@ def main(argv):
         print(f"unknown case(s) {', '.join(unknown)}; --list shows them", file=sys.stderr)
         return 2
     if server_ip is None or client_ip is None:
-        pair = free_loopback_pair()
+        pair = free_pair()
         server_ip = server_ip or pair[0]
         client_ip = client_ip or pair[1]
 
     results = []
-    with tempfile.TemporaryDirectory(prefix="softrdma-rdmacm-") as work:
+    with tempfile.TemporaryDirectory(prefix=prefix) as work:
         for name in names:
             print(f"=== {name}", flush=True)
             try:
-                results.append(run_case(by_name[name], softrdma, server_ip, client_ip, timeout, work,
+                results.append(run(by_name[name], softrdma, server_ip, client_ip, timeout, work,
                                         on_daemon=name.startswith("daemon.")))
             except subprocess.TimeoutExpired as e:
                 r = Outcome(name)
@@ -573,6 +576,10 @@ def main(argv):
     if failed:
         return 1
     return SKIP if skipped and not passed else 0
+
+
+def main(argv):
+    return drive(argv, CASES, run_case, __doc__, "softrdma-rdmacm-")
 
 
 if __name__ == "__main__":

@@ -39,13 +39,11 @@ import os
 import random
 import re
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rdmacm_pairs_test import Outcome, Side, start_daemon, stop_daemon  # noqa: E402
+from rdmacm_pairs_test import Outcome, Side, drive, start_daemon, stop_daemon  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -231,63 +229,7 @@ def judge(case, result, server, client):
 
 
 def main(argv):
-    args = argv[1:]
-    if args == ["--list"]:
-        print("\n".join([c.name for c in CASES] + [f"daemon.{c.name}" for c in CASES if c.on_daemon]))
-        return 0
-    server_ip = client_ip = None
-    timeout = None
-    while args and args[0].startswith("--"):
-        opt = args.pop(0)
-        if opt in ("--server-ip", "--client-ip", "--timeout") and args:
-            value = args.pop(0)
-            if opt == "--server-ip":
-                server_ip = value
-            elif opt == "--client-ip":
-                client_ip = value
-            else:
-                timeout = float(value)
-        else:
-            print(__doc__, file=sys.stderr)
-            return 2
-    if len(args) < 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    softrdma, names = args[0], args[1:]
-    by_name = {c.name: c for c in CASES}
-    by_name.update({f"daemon.{c.name}": c for c in CASES if c.on_daemon})
-    if names == ["all"]:
-        names = list(by_name)
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        print(f"unknown case(s) {', '.join(unknown)}; --list shows them", file=sys.stderr)
-        return 2
-    if server_ip is None or client_ip is None:
-        pair = free_loopback_pair()
-        server_ip = server_ip or pair[0]
-        client_ip = client_ip or pair[1]
-
-    results = []
-    with tempfile.TemporaryDirectory(prefix="softrdma-rsocket-") as work:
-        for name in names:
-            print(f"=== {name}", flush=True)
-            try:
-                results.append(run_case(by_name[name], softrdma, server_ip, client_ip, timeout, work,
-                                        on_daemon=name.startswith("daemon.")))
-            except subprocess.TimeoutExpired as e:
-                r = Outcome(name)
-                r.check(False, f"timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
-                results.append(r)
-
-    passed = [r.name for r in results if not r.failures and not r.skipped]
-    failed = [r.name for r in results if r.failures]
-    skipped = [r.name for r in results if r.skipped]
-    print(f"=== {len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped"
-          + (f"; failed: {' '.join(failed)}" if failed else "")
-          + (f"; skipped: {' '.join(skipped)}" if skipped else ""))
-    if failed:
-        return 1
-    return SKIP if skipped and not passed else 0
+    return drive(argv, CASES, run_case, __doc__, "softrdma-rsocket-", free_loopback_pair)
 
 
 if __name__ == "__main__":
