@@ -81,7 +81,9 @@ TEST_CASE("stats JSON: what to_json writes reads back field for field", "[stats]
   CHECK(r.find("program")->text == "odd \"name\"\\\n\x01");  // escaped and unescaped intact
   CHECK(r.find("device")->text == "srdma0");
   const JsonValue& c = *r.find("counters");
-  CHECK(c.members.size() == 18);  // the 13 QP counters flattened, then the device's 5 (drops, ID solves)
+  CHECK(c.members.size() == 20);  // the 13 QP counters flattened, then the device's 7 (drops, ID solves, multicast)
+  CHECK(c.find("mcast_rcvd") != nullptr);
+  CHECK(c.find("mcast_dropped") != nullptr);
   CHECK(c.members.front().name == "sent_pkts");
   CHECK(c.find("sent_pkts")->text == "18446744073709551615");
   CHECK(c.find("rcvd_pkts")->text == "7");
