@@ -23,6 +23,9 @@ struct Routes {
   std::map<std::uint32_t, Id*> connections;
   std::map<std::uint32_t, Id*> listeners;
   std::map<std::uint32_t, std::vector<core::CmEvent>> early;  // for connections not yet routed
+  // Requests for a listener whose handle start_listening has not recorded yet: through
+  // softrdmad the event can overtake the reply that names the listener.
+  std::map<std::uint32_t, std::vector<core::CmEvent>> early_requests;
 };
 
 
@@ -50,7 +53,7 @@ void on_cm_event(const core::CmEvent& e) {
   auto& map = is_request(e) ? r.listeners : r.connections;
   const auto it = map.find(is_request(e) ? e.listener : e.id);
   if (it == map.end()) {
-    if (!is_request(e)) r.early[e.id].push_back(e);
+    (is_request(e) ? r.early_requests[e.listener] : r.early[e.id]).push_back(e);
     return;
   }
   Id& id = *it->second;
@@ -156,6 +159,10 @@ int start_listening(Id& id) {
   std::lock_guard lock(r.mutex);
   id.listener = *listener;
   r.listeners[*listener] = &id;
+  if (const auto early = r.early_requests.find(*listener); early != r.early_requests.end()) {
+    for (core::CmEvent& e : early->second) id.held_requests.push_back(std::move(e));
+    r.early_requests.erase(early);
+  }
   return 0;
 }
 
