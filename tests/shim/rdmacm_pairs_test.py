@@ -412,21 +412,26 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
             result.skipped = f"/usr/bin/{program} is not installed (apt-get install {PACKAGES.get(program, 'perftest')})"
             print(f"SKIPPED: {result.skipped}", flush=True)
             return result
-    daemon = None
-    if on_daemon:
-        daemon, sock = start_daemon(server_ip, workdir, name, result)
-        if daemon is None:
-            return result
-        server_attach = client_attach = [f"--daemon={sock}"]
-    else:
-        server_attach, client_attach = ["--ip", server_ip], ["--ip", client_ip]
-    try:
-        run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir,
-                 client_ip=server_ip if on_daemon else client_ip)
-    finally:
-        if daemon is not None:
-            stop_daemon(daemon, result)
+    run_attached(result, on_daemon, server_ip, client_ip, workdir,
+                 lambda server_attach, client_attach: run_pair(
+                     case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir,
+                     client_ip=server_ip if on_daemon else client_ip))
     return result
+
+
+def run_attached(result, on_daemon, server_ip, client_ip, workdir, run):
+    """RUN(server_attach, client_attach) with the `softrdma run` options that give each side a
+    device of its own on its address or, ON_DAEMON, one softrdmad on the server's for both."""
+    if not on_daemon:
+        run(["--ip", server_ip], ["--ip", client_ip])
+        return
+    daemon, sock = start_daemon(server_ip, workdir, result.name, result)
+    if daemon is None:
+        return
+    try:
+        run([f"--daemon={sock}"], [f"--daemon={sock}"])
+    finally:
+        stop_daemon(daemon, result)
 
 
 def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir, client_ip):

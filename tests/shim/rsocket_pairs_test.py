@@ -38,12 +38,11 @@ Exit status: 0 when every case passed, 1 when one failed, 77 when every case was
 import os
 import random
 import re
-import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rdmacm_pairs_test import Outcome, Side, drive, start_daemon, stop_daemon  # noqa: E402
+from rdmacm_pairs_test import Outcome, Side, drive, run_attached, udp_free  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -135,15 +134,6 @@ CASES = [
 ]
 
 
-def udp_free(addr, port=4791):
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.bind((addr, port))
-            return True
-        except OSError:
-            return False
-
-
 def free_loopback_pair():
     """127.77.70.(2k+1) and .(2k+2), whose UDP port 4791 nobody holds (another device would)."""
     for _ in range(50):
@@ -171,19 +161,9 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
         result.skipped = f"/usr/bin/{case.program} is not installed (apt-get install rdmacm-utils)"
         print(f"SKIPPED: {result.skipped}", flush=True)
         return result
-    daemon = None
-    if on_daemon:
-        daemon, sock = start_daemon(server_ip, workdir, name, result)
-        if daemon is None:
-            return result
-        server_attach = client_attach = [f"--daemon={sock}"]
-    else:
-        server_attach, client_attach = ["--ip", server_ip], ["--ip", client_ip]
-    try:
-        run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir)
-    finally:
-        if daemon is not None:
-            stop_daemon(daemon, result)
+    run_attached(result, on_daemon, server_ip, client_ip, workdir,
+                 lambda server_attach, client_attach: run_pair(
+                     case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir))
     return result
 
 
