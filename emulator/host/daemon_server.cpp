@@ -23,6 +23,10 @@ using daemon::Writer;
 
 namespace {
 
+// Passes of pull() over the rings: a chain of posts, each made after the one before it by
+// another client, longer than this in one pull is left to the next.
+constexpr int kMaxPullPasses = 8;
+
 std::string errno_text(const std::string& what) { return what + ": " + std::strerror(errno); }
 
 // The socket file at `path`, bound and listening: a stale file (no one accepts on it) is
@@ -216,7 +220,7 @@ void DaemonServer::serve(Client& c) {
       int passed = -1;
       const ssize_t n = receive_with_fd(c.fd, request.data(), request.size(), passed);
       if (n <= 0) break;
-      drain_work(c);  // what the client posted before this request comes first
+      host_.pull_work();  // what any client posted before this request comes first
       const bool ok = handle(c, std::span(request.data(), static_cast<std::size_t>(n)), passed, reply);
       if (passed >= 0) ::close(passed);  // a descriptor the request had no use for
       if (!ok || ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
@@ -296,8 +300,16 @@ bool DaemonServer::drain_work(Client& c) {
 
 bool DaemonServer::pull() {
   std::lock_guard lock(ring_clients_mutex_);
+  // A post found in one pass may follow a post that another client made, to a ring this pass
+  // had already looked at, before it (the receive a sender waited for): look again until a
+  // pass finds nothing, so that no packet of the posts pulled overtakes a post made before it.
   bool any = false;
-  for (Client* c : ring_clients_) any |= drain_work(*c);
+  for (int pass = 0; pass < kMaxPullPasses; ++pass) {
+    bool found = false;
+    for (Client* c : ring_clients_) found |= drain_work(*c);
+    if (!found) break;
+    any = true;
+  }
   return any;
 }
 

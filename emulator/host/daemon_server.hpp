@@ -123,7 +123,7 @@ class DaemonServer final : private WorkSource {
   void forget_ring(std::uint32_t cq);
   // Runs the post requests waiting in the client's work ring; whether there were any.
   bool drain_work(Client& client);
-  // WorkSource, for the host's progress thread.
+  // WorkSource, for the host's progress thread and, before each request, a client's thread.
   bool pull() override;
   bool going_to_sleep() override;
   void woke() override;

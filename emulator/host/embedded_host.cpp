@@ -252,10 +252,7 @@ void EmbeddedHost::run() {
   while (!stopping_.load()) {
     loops_.fetch_add(1);
     WorkSource* source = work_source_.load();
-    pulling_ = true;
-    const bool pulled = source != nullptr && source->pull();
-    pulling_ = false;
-    if (pulled) send_pulled();
+    const bool pulled = pull_work();
     if ((ready && progress()) || pulled) {
       budget.worked(steady_now());
       continue;  // look again at once: one step sends a bounded number of packets
@@ -282,6 +279,16 @@ void EmbeddedHost::run() {
       sleep_until(now, until, static_cast<short>(POLLIN | write), source);
     }
   }
+}
+
+bool EmbeddedHost::pull_work() {
+  WorkSource* source = work_source_.load();
+  if (source == nullptr) return false;
+  pulling_ = true;
+  const bool pulled = source->pull();
+  pulling_ = false;
+  if (pulled) send_pulled();
+  return pulled;
 }
 
 void EmbeddedHost::send_pulled() {

@@ -149,6 +149,11 @@ class EmbeddedHost {
   // The progress thread also pulls work from `source` (null: none). Unsetting it returns once
   // the progress thread no longer uses the old one, which may then be destroyed.
   void set_work_source(WorkSource* source);
+  // Hands the work source's waiting posts to the engine, then sends the packets they queued as
+  // one batch; whether there were any. The progress thread calls it on every pass; a thread
+  // about to act for one producer calls it first, so that the act follows every post made
+  // before it (a packet looped back to another producer's QP finds that QP's receives).
+  bool pull_work();
   // Writing 1 (8 bytes) to this eventfd wakes the progress thread.
   int doorbell_fd() const { return doorbell_.fd(); }
 
@@ -201,8 +206,7 @@ class EmbeddedHost {
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
   std::vector<std::uint32_t> unused_completed_cqs_;     // without a sink; guarded by mutex_
   std::atomic<WorkSource*> work_source_{nullptr};
-  // The progress thread is in WorkSource::pull(): its posts wait for send_pulled(). Set
-  // only by that thread around the pull, so read on another thread it is always false.
+  // This thread is in pull_work(): its posts wait for send_pulled().
   static thread_local bool pulling_;
   std::atomic<std::uint64_t> loops_{0};  // progress loop iterations begun (set_work_source waits on it)
   EventDelivery events_;

@@ -41,9 +41,9 @@ struct Client {
     mr = *keys;
     qpn = create_qp();
   }
-  std::uint32_t create_qp() {
+  std::uint32_t create_qp(core::QpType type = core::QpType::rc) {
     core::QpInitAttr init;
-    init.qp_type = core::QpType::rc;
+    init.qp_type = type;
     init.pd = pd;
     init.send_cq = init.recv_cq = cq;
     init.cap = {256, 256, 4, 4, 64};
@@ -54,8 +54,9 @@ struct Client {
   std::uint64_t addr(std::size_t offset = 0) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
   core::Sge sge(std::size_t offset, std::uint32_t length) const { return {addr(offset), length, mr.lkey}; }
 
-  // RESET -> INIT -> RTR -> RTS towards `remote_qpn` on the daemon's own GID.
-  void connect(std::uint32_t qp, std::uint32_t remote_qpn, const core::Gid& gid) {
+  // RESET -> INIT -> RTR -> RTS towards `remote_qpn` on the daemon's own GID; a UC QP (`rc`
+  // false) with the attributes UC takes (IBTA vol. 1 table 91).
+  void connect(std::uint32_t qp, std::uint32_t remote_qpn, const core::Gid& gid, bool rc = true) {
     using namespace core::qp_attr;
     core::QpAttr a;
     a.qp_state = core::QpState::init;
@@ -68,14 +69,15 @@ struct Client {
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = 12;
     a.ah_attr.dgid = gid;
-    REQUIRE(link->modify_qp(qp, a, state | av | path_mtu | dest_qpn | rq_psn | max_dest_rd_atomic | min_rnr_timer) ==
-            0);
+    const std::uint32_t rtr = state | av | path_mtu | dest_qpn | rq_psn;
+    REQUIRE(link->modify_qp(qp, a, rc ? rtr | max_dest_rd_atomic | min_rnr_timer : rtr) == 0);
     a.qp_state = core::QpState::rts;
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;
-    REQUIRE(link->modify_qp(qp, a, state | sq_psn | timeout | retry_cnt | rnr_retry | max_qp_rd_atomic) == 0);
+    const std::uint32_t rts = state | sq_psn;
+    REQUIRE(link->modify_qp(qp, a, rc ? rts | timeout | retry_cnt | rnr_retry | max_qp_rd_atomic : rts) == 0);
   }
   void post(std::uint32_t qp, const core::SendWr& wr) {
     std::size_t posted = 0;
@@ -120,6 +122,7 @@ struct Client {
 };
 
 core::Gid gid_of(Daemon& d) { return d.host->gid(); }
+
 
 }  // namespace
 
@@ -419,6 +422,58 @@ TEST_CASE("daemon: posts through the work ring answer EINVAL and ENOMEM as the e
     return total == burst.size();
   });
   CHECK(all);
+}
+
+// A receive one client posted before another client sends to it is there when the packet
+// loops back, though the progress thread looked at the receiver's ring before the receive
+// and finds the send later in the same pull: a UC message that finds no receive is dropped
+// silently (IBTA vol. 1 9.7.5.1.2). Client c's long run of posts, between a's ring and b's
+// in the daemon's order, holds the progress thread in that pull meanwhile.
+TEST_CASE("daemon: a send another client posts after a receive finds that receive", "[daemon]") {
+  Daemon d("127.83.85.1");
+  Client a(d), c(d), b(d);
+  const std::uint32_t qa = a.create_qp(core::QpType::uc), qb = b.create_qp(core::QpType::uc);
+  a.connect(qa, qb, gid_of(d), false);
+  b.connect(qb, qa, gid_of(d), false);
+  core::QpAttr reset;
+  reset.qp_state = core::QpState::reset;
+  core::RecvWr filler;
+  filler.sg_list = {c.sge(0, 64)};
+  constexpr int kRounds = 100;
+  int received = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    core::QpAttr init;
+    init.qp_state = core::QpState::init;
+    init.port_num = 1;
+    init.qp_access_flags = kAllAccess;
+    using namespace core::qp_attr;
+    REQUIRE(c.link->modify_qp(c.qpn, init, state | pkey_index | port | access_flags) == 0);
+    for (int i = 0; i < 250; ++i) {
+      std::size_t posted = 0;
+      REQUIRE(c.link->post_recv(c.qpn, std::span(&filler, 1), posted) == 0);
+    }
+    core::RecvWr r;
+    r.wr_id = static_cast<std::uint64_t>(round);
+    r.sg_list = {a.sge(0, 64)};
+    std::size_t posted = 0;
+    REQUIRE(a.link->post_recv(qa, std::span(&r, 1), posted) == 0);
+    b.post(qb, make_wr(core::WrOpcode::send, static_cast<std::uint64_t>(round), {b.sge(0, 64)}));
+    REQUIRE(b.wait(1)[0].status == core::WcStatus::success);
+    std::vector<core::Wc> out(1);
+    const bool arrived = eventually([&] { return a.link->poll_cq(a.cq, out) == 1; }, std::chrono::milliseconds(2000));
+    INFO("round " << round);
+    CHECK(arrived);
+    if (arrived) {
+      CHECK(out[0].wr_id == static_cast<std::uint64_t>(round));
+      received += out[0].status == core::WcStatus::success ? 1 : 0;
+    } else {
+      // The receive stayed posted: the next round's message takes it.
+      REQUIRE(a.link->modify_qp(qa, reset, core::qp_attr::state) == 0);
+      a.connect(qa, qb, gid_of(d), false);
+    }
+    REQUIRE(c.link->modify_qp(c.qpn, reset, core::qp_attr::state) == 0);  // RESET empties the queue
+  }
+  CHECK(received == kRounds);
 }
 
 TEST_CASE("daemon: malformed and random requests drop only the connection that sent them", "[daemon]") {
