@@ -15,6 +15,10 @@ that inject faults per program have no daemon variant (the daemon's faults are i
 rdmacm-utils (rping, ucmatose, udaddy, rdma_server/rdma_client, cmtime, mckey), perftest with
 -R (its QPs connected by the RDMA CM) and qperf with -cm1.
 
+veth.CASE and veth6.CASE run a few pairs in a network namespace of their own, the two devices
+on the ends of a veth pair (NETNS4_ADDR, NETNS6_ADDR), as two hosts on one link: the packets
+then take the kernel's UDP path both ways instead of loopback.
+
 mckey pairs are a receiver and a sender of one multicast group (239.77.X.Y, chosen per run),
 each bound to its own address; mckey.ipv6 runs in a network namespace of its own, where the
 two devices sit on the ends of a veth pair (NETNS6_ADDR), since IPv6 multicast does not work
@@ -85,17 +89,19 @@ class Case:
     ALLOWED: regexes of lines BAD_LINE would catch that the program prints on success.
     SERVER_RUN, CLIENT_RUN: more `softrdma run` options for that side (--faults ...).
     In the templates {C} is the client's address and {G} a multicast group of the addresses'
-    family. DAEMON: False when the pair has no daemon variant. NETNS: the pair runs in a
-    namespace of its own (run_in_namespace)."""
+    family. DAEMON: False when the pair has no daemon variant. NETNS: the pair runs only in a
+    namespace of its own (run_in_namespace). VETH: the variants that also run there, "veth." on
+    the veth pair's IPv4 addresses and "veth6." on its IPv6 ones (VETH_BOTH, VETH_IPV4)."""
 
     def __init__(self, name, server, client, server_expect=(), client_expect=(), ready=None, persistent=False,
                  check=None, allowed=(), timeout=DEFAULT_TIMEOUT, server_run=(), client_run=(), daemon=True,
-                 netns=False):
+                 netns=False, veth=()):
         self.name = name
         self.server_run = list(server_run)
         # A daemon variant, when no side injects faults and softrdmad serves what the pair uses.
         self.on_daemon = daemon and not server_run and not client_run
-        self.netns = netns  # on a veth pair in a namespace of its own (NETNS6_ADDR), IPv6
+        self.netns = netns  # only on a veth pair in a namespace of its own (NETNS6_ADDR), IPv6
+        self.veth = veth  # the VETH_PREFIXES it also runs under
         self.client_run = list(client_run)
         self.server = server
         self.client = client
@@ -145,12 +151,12 @@ def rping(name, args, count=100, size=64, **runs):
                 check=rping_check(count, size), allowed=[r"^wait for RDMA_READ_ADV state 10$"], **runs)
 
 
-def cmatose(name, program, args=()):
+def cmatose(name, program, args=(), **opts):
     done = [r"^data transfers complete$", r"^test complete$", r"^return status 0$"]
     port = [] if program == "udaddy" else ["-p", "{P}"]  # udaddy's -p is the port space; it uses 7174
     starting = "cmatose" if program == "ucmatose" else program
     return Case(name, [program, *port, *args], [program, "-s", "{S}", *port, *args], done, done,
-                ready=rf"^{starting}: starting server$")
+                ready=rf"^{starting}: starting server$", **opts)
 
 
 CMTIME_STEPS = ["create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"]
@@ -164,18 +170,19 @@ def cmtime(name, connections):
                 [r"^step\s+total ms\s+max ms\s+min us\s+us / conn$", *rows], persistent=True, timeout=90)
 
 
-def perftest(name, program, args, size, iters, server_row=True):
+def perftest(name, program, args, size, iters, server_row=True, **opts):
     """perftest with -R: no socket exchange, the RDMA CM connects the QPs (and carries their
     parameters). The row: #bytes #iterations and three numbers."""
     row = [rf"^\s*{size}\s+{iters}\s+{NUM}\s+{NUM}\s+{NUM}"]
     argv = [program, "-R", "-d", "srdma0", "-F", "-p", "{P}", *args, "-n", str(iters)]
-    return Case(name, argv, argv + ["{S}"], row if server_row else [], row, ready=r"Waiting for client to connect")
+    return Case(name, argv, argv + ["{S}"], row if server_row else [], row, ready=r"Waiting for client to connect",
+                **opts)
 
 
-def qperf(name, test, result):
+def qperf(name, test, result, **opts):
     # qperf's server serves until it is killed; the client's -lp names the server's port.
     return Case(name, ["qperf", "-lp", "{P}"], ["qperf", "{S}", "-lp", "{P}", "-cm1", "-t", "2", test],
-                [], [rf"^{test}:$", result], ready="tcp", persistent=True)
+                [], [rf"^{test}:$", result], ready="tcp", persistent=True, **opts)
 
 
 def mckey(name, sender_args=(), netns=False):
@@ -189,13 +196,18 @@ def mckey(name, sender_args=(), netns=False):
                 ready=r"^mckey: joined dgid", daemon=False, netns=netns)
 
 
+# perftest -R and qperf -cm1 resolve the server's name for IPv4 only (their getaddrinfo hints
+# say AF_INET): they have no veth6 variant.
+VETH_BOTH = ("veth.", "veth6.")
+VETH_IPV4 = ("veth.",)
+
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
 QPERF_LAT = rf"^\s+latency\s+=\s+{NUM} (ns|us|ms|sec)$"
 
 CASES = [
     # rping: RDMA READ of the client's buffer, RDMA WRITE back, 100 times; -V compares.
     rping("rping", []),
-    rping("rping.validate", ["-V"]),
+    rping("rping.validate", ["-V"], veth=VETH_BOTH),
     rping("rping.size_4096", ["-V"], size=4096),
     # -q: the programs create and move their QPs themselves (rdma_init_qp_attr, rdma_establish).
     rping("rping.self_qp", ["-V", "-q"]),
@@ -207,27 +219,27 @@ CASES = [
     # ucmatose: RC SENDs over connected ids; -c several connections at once; -m moves the ids
     # to another event channel before disconnecting.
     cmatose("ucmatose", "ucmatose"),
-    cmatose("ucmatose.c4", "ucmatose", ["-c", "4"]),
+    cmatose("ucmatose.c4", "ucmatose", ["-c", "4"], veth=VETH_BOTH),
     cmatose("ucmatose.c4_C100", "ucmatose", ["-c", "4", "-C", "100", "-S", "4096"]),
     cmatose("ucmatose.migrate", "ucmatose", ["-m"]),
     # udaddy: UD QPs and address handles from the CM (SIDR).
-    cmatose("udaddy", "udaddy"),
+    cmatose("udaddy", "udaddy", veth=VETH_BOTH),
     cmatose("udaddy.c4", "udaddy", ["-c", "4"]),
     # rdma_server / rdma_client: the synchronous rdma_create_ep / rdma_get_request API.
     Case("rdma_server", ["rdma_server", "-s", "{S}", "-p", "{P}"], ["rdma_client", "-s", "{S}", "-p", "{P}"],
-         [r"^rdma_server: end 0$"], [r"^rdma_client: end 0$"], ready=r"^rdma_server: start$"),
+         [r"^rdma_server: end 0$"], [r"^rdma_client: end 0$"], ready=r"^rdma_server: start$", veth=VETH_BOTH),
     # cmtime: the time of each step for many connections.
     cmtime("cmtime", 100),
     cmtime("cmtime.c10", 10),
     # perftest -R.
-    perftest("ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200),
+    perftest("ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, veth=VETH_IPV4),
     perftest("ib_send_bw.R_ud", "ib_send_bw", ["-c", "UD", "-s", "1024"], 1024, 200),
     perftest("ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200),
     perftest("ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200),
     perftest("ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500),
     perftest("ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500),
     # qperf with the CM (-cm1; RC tests only).
-    qperf("qperf.rc_bw", "rc_bw", QPERF_BW),
+    qperf("qperf.rc_bw", "rc_bw", QPERF_BW, veth=VETH_IPV4),
     qperf("qperf.rc_bi_bw", "rc_bi_bw", QPERF_BW),
     qperf("qperf.rc_lat", "rc_lat", QPERF_LAT),
     qperf("qperf.rc_rdma_write_bw", "rc_rdma_write_bw", QPERF_BW),
@@ -345,16 +357,20 @@ def multicast_group(address):
     return "ff0e::77:40:1" if ":" in address else f"239.77.{random.randint(1, 254)}.{random.randint(1, 254)}"
 
 
-# The namespace of a NETNS case: the two ends of a veth pair, with one address each.
+# The namespace of a NETNS or VETH case: the two ends of a veth pair, with one address of each
+# family each.
+NETNS4_ADDR = ("10.78.0.1", "10.78.0.2")
 NETNS6_ADDR = ("fd77:40::1", "fd77:40::2")
+VETH_PREFIXES = {"veth.": NETNS4_ADDR, "veth6.": NETNS6_ADDR}
 NETNS_VETH = ("srdmc0", "srdmc1")
 INSIDE_NETNS = "SOFTRDMA_PAIRS_IN_NETNS"  # set in the namespace run_in_namespace makes
 
 
-def run_in_namespace(case, softrdma, timeout):
-    """Runs CASE again in a network namespace of its own (unshare, as root of a user namespace
-    where not root): its exit status is the case's outcome."""
-    result = Outcome(case.name)
+def run_in_namespace(name, inner_name, addresses, softrdma, timeout, case_timeout):
+    """Runs the case INNER_NAME of this driver again, as NAME, in a network namespace of its own
+    (unshare, as root of a user namespace where not root), its two sides on ADDRESSES: the
+    namespace's exit status is the case's outcome."""
+    result = Outcome(name)
     if shutil.which("ip") is None:
         result.skipped = "the ip command is missing (apt-get install iproute2)"
     elif subprocess.run(["unshare", "--net", "--map-root-user", "true"], capture_output=True).returncode != 0:
@@ -362,16 +378,17 @@ def run_in_namespace(case, softrdma, timeout):
     if result.skipped:
         print(f"SKIPPED: {result.skipped}", flush=True)
         return result
+    ends = [(NETNS_VETH[i], NETNS4_ADDR[i], NETNS6_ADDR[i]) for i in (0, 1)]
     setup = (f"ip link set lo up && ip link add {NETNS_VETH[0]} type veth peer name {NETNS_VETH[1]} && "
-             f"ip -6 addr add {NETNS6_ADDR[0]}/64 dev {NETNS_VETH[0]} nodad && "
-             f"ip -6 addr add {NETNS6_ADDR[1]}/64 dev {NETNS_VETH[1]} nodad && "
-             f"ip link set {NETNS_VETH[0]} up && ip link set {NETNS_VETH[1]} up && "
+             + "".join(f"ip addr add {v4}/24 dev {dev} && ip -6 addr add {v6}/64 dev {dev} nodad && "
+                       for dev, v4, v6 in ends)
+             + f"ip link set {NETNS_VETH[0]} up && ip link set {NETNS_VETH[1]} up && "
              f"until ip link show {NETNS_VETH[1]} | grep -q LOWER_UP; do sleep 0.05; done && "
              'exec "$@"')
-    argv = [sys.executable, os.path.abspath(__file__), "--server-ip", NETNS6_ADDR[0], "--client-ip", NETNS6_ADDR[1],
-            *(["--timeout", str(timeout)] if timeout else []), softrdma, case.name]
+    argv = [sys.executable, os.path.abspath(sys.argv[0]), "--server-ip", addresses[0], "--client-ip", addresses[1],
+            *(["--timeout", str(timeout)] if timeout else []), softrdma, inner_name]
     inner = subprocess.run(["unshare", "--net", "--map-root-user", "sh", "-c", setup, "in_netns", *argv],
-                           env={**os.environ, INSIDE_NETNS: "1"}, timeout=(timeout or case.timeout) + 30)
+                           env={**os.environ, INSIDE_NETNS: "1"}, timeout=(timeout or case_timeout) + 30)
     if inner.returncode == SKIP:
         result.skipped = "skipped inside the namespace"
     else:
@@ -404,7 +421,7 @@ def wait_ready(case, server, port, deadline):
 
 def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=False):
     if case.netns and not os.environ.get(INSIDE_NETNS):
-        return run_in_namespace(case, softrdma, timeout)
+        return run_in_namespace(case.name, case.name, NETNS6_ADDR, softrdma, timeout, case.timeout)
     name = f"daemon.{case.name}" if on_daemon else case.name
     result = Outcome(name)
     for program in case.programs:
@@ -525,8 +542,12 @@ def drive(argv, cases, run, doc, prefix, free_pair=free_loopback_pair):
     softrdma, server_ip, client_ip, timeout, workdir, on_daemon=) runs one of CASES, on
     FREE_PAIR()'s addresses unless the options give them."""
     args = argv[1:]
+    by_name = {c.name: c for c in cases}
+    by_name.update({f"daemon.{c.name}": c for c in cases if c.on_daemon})
+    by_name.update({f"{prefix}{c.name}": c for prefix in VETH_PREFIXES for c in cases
+                    if prefix in getattr(c, "veth", ())})
     if args == ["--list"]:
-        print("\n".join([c.name for c in cases] + [f"daemon.{c.name}" for c in cases if c.on_daemon]))
+        print("\n".join(by_name))
         return 0
     server_ip = client_ip = None
     timeout = None
@@ -547,8 +568,6 @@ def drive(argv, cases, run, doc, prefix, free_pair=free_loopback_pair):
         print(doc, file=sys.stderr)
         return 2
     softrdma, names = args[0], args[1:]
-    by_name = {c.name: c for c in cases}
-    by_name.update({f"daemon.{c.name}": c for c in cases if c.on_daemon})
     if names == ["all"]:
         names = list(by_name)
     unknown = [n for n in names if n not in by_name]
@@ -564,9 +583,15 @@ def drive(argv, cases, run, doc, prefix, free_pair=free_loopback_pair):
     with tempfile.TemporaryDirectory(prefix=prefix) as work:
         for name in names:
             print(f"=== {name}", flush=True)
+            case = by_name[name]
+            veth = next((p for p in VETH_PREFIXES if name.startswith(p)), None)
             try:
-                results.append(run(by_name[name], softrdma, server_ip, client_ip, timeout, work,
-                                        on_daemon=name.startswith("daemon.")))
+                if veth is not None:
+                    results.append(run_in_namespace(name, case.name, VETH_PREFIXES[veth], softrdma, timeout,
+                                                    case.timeout))
+                else:
+                    results.append(run(case, softrdma, server_ip, client_ip, timeout, work,
+                                       on_daemon=name.startswith("daemon.")))
             except subprocess.TimeoutExpired as e:
                 r = Outcome(name)
                 r.check(False, f"timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")

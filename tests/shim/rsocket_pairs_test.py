@@ -42,7 +42,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rdmacm_pairs_test import Outcome, Side, drive, run_attached, udp_free  # noqa: E402
+from rdmacm_pairs_test import VETH_BOTH, Outcome, Side, drive, run_attached, udp_free  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -85,15 +85,16 @@ def count_text(n):
 
 class Case:
     """PROGRAM with ARGS on both sides; ROWS the result rows each side must print. DAEMON:
-    False when the case has no daemon variant."""
+    False when the case has no daemon variant. VETH: as rdmacm_pairs_test.Case's."""
 
-    def __init__(self, name, program, args, rows, timeout=DEFAULT_TIMEOUT, daemon=True):
+    def __init__(self, name, program, args, rows, timeout=DEFAULT_TIMEOUT, daemon=True, veth=()):
         self.name = name
         self.program = program
         self.args = list(args)
         self.rows = list(rows)
         self.timeout = timeout
         self.on_daemon = daemon
+        self.veth = veth
 
 
 def custom(name, program, size, count, iters, options, extra=(), **kw):
@@ -113,7 +114,7 @@ SUITE_ROWS = [row(f"{s}_lat", s, "1", SIZE) for s in SUITE_SIZES] + [row(f"{s}_b
 
 CASES = [
     # rstream: rsend/rrecv through the receive buffer ring; verified both ways.
-    custom("rstream.blocking", "rstream", MIB, 20, 2, "bv"),
+    custom("rstream.blocking", "rstream", MIB, 20, 2, "bv", veth=VETH_BOTH),
     custom("rstream.nonblocking", "rstream", 65536, 100, 2, "nv"),
     custom("rstream.async", "rstream", MIB, 20, 2, "av"),
     custom("rstream.async_blocking", "rstream", 4096, 200, 5, "abv"),
@@ -127,7 +128,7 @@ CASES = [
     Case("rstream.suite", "rstream", ["-T", "v"], SUITE_ROWS, timeout=240, daemon=False),
     # riostream: riomap on both sides, riowrite into the peer's mapped buffer (the receiver
     # spins on its last byte without calling the library), rsend/rrecv to synchronise.
-    custom("riostream.blocking", "riostream", MIB, 20, 2, "bv"),
+    custom("riostream.blocking", "riostream", MIB, 20, 2, "bv", veth=VETH_BOTH),
     custom("riostream.nonblocking", "riostream", 65536, 50, 4, "nv"),
     custom("riostream.async", "riostream", MIB, 20, 2, "av"),
     custom("riostream.async_blocking", "riostream", 4096, 100, 10, "abv"),
