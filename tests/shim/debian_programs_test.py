@@ -5,11 +5,12 @@ usage: debian_programs_test.py CHECK SOFTRDMA [ARGS...]
 
 Each CHECK is one ctest. A check whose Debian program is not installed exits 77 (ctest's
 SKIP_RETURN_CODE) after saying which package provides it. Every program runs with a timeout.
-The check fork takes softrdmad as its ARG for its daemon half. The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
+The check fork takes softrdmad as its ARG for its daemon half; daemon_ports needs it. The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
 whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2 (in_netns.sh exits 77
 where namespaces cannot be made).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -217,6 +218,24 @@ print(parent_gid, child, os.waitstatus_to_exitcode(status), again == parent_gid)
 """
 
 
+@contextlib.contextmanager
+def daemon_on(softrdmad, address):
+    """A softrdmad on ADDRESS for the block: yields the socket to attach to."""
+    with tempfile.TemporaryDirectory(prefix="softrdma-daemon-") as work:
+        sock = os.path.join(work, "d.sock")
+        daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            for _ in range(250):
+                if os.path.exists(sock):
+                    break
+                time.sleep(0.02)
+            yield sock
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=10)
+
+
 def check_fork(softrdma, softrdmad=None):
     need(PYTHON, "python3")
     rc, out, err = run([softrdma, "run", "--", PYTHON, "-c", PYVERBS_FORK])
@@ -226,23 +245,31 @@ def check_fork(softrdma, softrdmad=None):
           "embedded: a forked child uses a device of its own, and the parent keeps its", out + err)
     check(len(fields) == 4 and fields[0] != fields[1], "embedded: the child's device has another address", out)
     if softrdmad:
-        with tempfile.TemporaryDirectory(prefix="softrdma-fork-") as work:
-            sock = os.path.join(work, "d.sock")
-            daemon = subprocess.Popen([softrdmad, "--ip", "127.77.61.1", "--socket", sock],
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            try:
-                for _ in range(250):
-                    if os.path.exists(sock):
-                        break
-                    time.sleep(0.02)
-                rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", PYTHON, "-c", PYVERBS_FORK])
-                print(out + err)
-                fields = out.split()
-                check(rc == 0 and fields[2:] == ["0", "True"] and fields[0] == fields[1],
-                      "daemon: a forked child attaches to the daemon itself and reaches its own memory", out + err)
-            finally:
-                daemon.terminate()
-                daemon.wait(timeout=10)
+        with daemon_on(softrdmad, "127.77.61.1") as sock:
+            rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", PYTHON, "-c", PYVERBS_FORK])
+            print(out + err)
+            fields = out.split()
+            check(rc == 0 and fields[2:] == ["0", "True"] and fields[0] == fields[1],
+                  "daemon: a forked child attaches to the daemon itself and reaches its own memory", out + err)
+    return finish()
+
+
+def check_daemon_ports(softrdma, softrdmad):
+    """Two rping servers on one softrdmad, each listening on port 0: each process chooses its
+    port itself, from the same first one, and the second must move on to a free one."""
+    need("/usr/bin/rping", "rdmacm-utils")
+    address = "127.77.63.1"
+    with daemon_on(softrdmad, address) as sock:
+        argv = [softrdma, "run", f"--daemon={sock}", "--", "rping", "-s", "-a", address, "-p", "0"]
+        servers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env())
+                   for _ in range(2)]
+        time.sleep(1.5)  # rping fails at once when its bind or listen does
+        alive = [p.poll() is None for p in servers]
+        for p in servers:
+            p.terminate()
+        outputs = [p.communicate(timeout=10)[0] for p in servers]
+        for i, (up, out) in enumerate(zip(alive, outputs)):
+            check(up, f"rping server {i + 1} listens on a port of its own (still running after 1.5 s)", out)
     return finish()
 
 
@@ -546,6 +573,8 @@ def main(argv):
             return check_netdev(softrdma)
         if name == "fork":
             return check_fork(softrdma, rest[0] if rest else None)
+        if name == "daemon_ports":
+            return check_daemon_ports(softrdma, rest[0])
     except subprocess.TimeoutExpired as e:
         print(f"FAIL timed out after {e.timeout}s: {' '.join(map(str, e.cmd))}")
         return 1

@@ -108,12 +108,7 @@ int srdma_rdmacm_rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* address) {
   if (cm_id == nullptr || address == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::idle) return fail(EINVAL);
-  if (const int err = bind_id(id, address)) return fail(err);
-  if (const int err = start_listening(id)) {
-    release_port(id);
-    id.state = IdState::idle;
-    return fail(err);
-  }
+  if (const int err = bind_and_listen(id, address)) return fail(err);
   return 0;
 }
 
@@ -163,7 +158,7 @@ int srdma_rdmacm_rdma_listen(rdma_cm_id* cm_id, int) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state == IdState::idle) {
-    if (const int err = bind_id(id, nullptr)) return fail(err);
+    if (const int err = bind_and_listen(id, nullptr)) return fail(err);
   }
   if (id.state != IdState::bound) return fail(EINVAL);
   if (id.listener == 0) {

@@ -166,6 +166,9 @@ void route_connection(Id& id, std::uint32_t connection);
 // client told the port before the server calls rdma_listen (qperf does) is not refused,
 // and reported from rdma_listen on (accept_requests). 0 or an errno value.
 int start_listening(Id& id);
+// bind_id, then start_listening. A port chosen for port 0 may be another process's on the same
+// softrdmad (each process chooses its own): then the next free one is tried.
+int bind_and_listen(Id& id, const sockaddr* address);
 void accept_requests(Id& id);
 // Gives the port's requests up (an explicitly bound ID used to connect, or destroyed): the
 // held ones are refused.

@@ -184,4 +184,19 @@ void release_port(Id& id) {
   id.port = 0;
 }
 
+int bind_and_listen(Id& id, const sockaddr* address) {
+  // More than one process of one daemon holding the ports tried is unlikely; past this many,
+  // the port space looks exhausted.
+  constexpr int kTries = 64;
+  const bool any_port = port_of(address) == 0;
+  for (int tries = 1;; ++tries) {
+    if (const int err = bind_id(id, address)) return err;
+    const int err = start_listening(id);
+    if (err == 0) return 0;
+    release_port(id);
+    id.state = IdState::idle;
+    if (err != EADDRINUSE || !any_port || tries == kTries) return err;
+  }
+}
+
 }  // namespace softrdma::rdmacm
