@@ -3,7 +3,8 @@
 // ECONNREFUSED, EOPNOTSUPP, EISCONN, EINVAL), and whole connections inside this process
 // (the device talks to itself): data both ways through buffers smaller than the data,
 // rpoll and rselect over rsockets and a pipe, MSG_PEEK, half and full shutdown, riomap and
-// riowrite. Unmodified rstream and riostream pairs are rsocket_pairs_test.py's.
+// riowrite; and a peer that breaks the protocol. Unmodified rstream and riostream pairs are
+// rsocket_pairs_test.py's.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -21,10 +22,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
 #include <rdma/rsocket.h>
+
+#include "verbs-shim/rdmacm/rsocket_wire.hpp"
 
 namespace {
 
@@ -419,4 +425,123 @@ TEST_CASE("riomap and riowrite: bytes placed in the peer's mapped buffer", "[rso
   CHECK(error_of([&] { return riounmap(p.server, target.data(), target.size()); }) == EINVAL);
   CHECK(rclose(p.client) == 0);
   CHECK(rclose(p.server) == 0);
+}
+
+namespace {
+
+namespace rswire = softrdma::rsockets::wire;
+
+rdma_cm_event_type next_event(rdma_event_channel* channel, std::vector<std::uint8_t>* private_data = nullptr) {
+  rdma_cm_event* e = nullptr;
+  REQUIRE(rdma_get_cm_event(channel, &e) == 0);
+  const rdma_cm_event_type type = e->event;
+  if (private_data != nullptr && e->param.conn.private_data != nullptr) {
+    const auto* p = static_cast<const std::uint8_t*>(e->param.conn.private_data);
+    private_data->assign(p, p + e->param.conn.private_data_len);
+  }
+  rdma_ack_cm_event(e);
+  return type;
+}
+
+// A peer that connects to an rsocket as rsockets do (rdma_cm, the 40 bytes of connection
+// data) and then writes whatever it is told to.
+struct RawPeer {
+  explicit RawPeer(std::uint16_t port) : memory(4096) {
+    channel = rdma_create_event_channel();
+    REQUIRE(channel != nullptr);
+    REQUIRE(rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in to = on_device(port);
+    REQUIRE(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000) == 0);
+    REQUIRE(next_event(channel) == RDMA_CM_EVENT_ADDR_RESOLVED);
+    REQUIRE(rdma_resolve_route(id, 2000) == 0);
+    REQUIRE(next_event(channel) == RDMA_CM_EVENT_ROUTE_RESOLVED);
+    pd = ibv_alloc_pd(id->verbs);
+    REQUIRE(pd != nullptr);
+    ibv_qp_init_attr init{};
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = init.cap.max_recv_wr = 8;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    init.sq_sig_all = 1;
+    REQUIRE(rdma_create_qp(id, pd, &init) == 0);
+    mr = ibv_reg_mr(pd, memory.data(), memory.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    REQUIRE(mr != nullptr);
+    // Receives for the rsocket's own messages (its credits come as writes with immediate).
+    for (int i = 0; i < 8; ++i) REQUIRE(rdma_post_recv(id, nullptr, memory.data() + 2048, 64, mr) == 0);
+  }
+  ~RawPeer() {
+    rdma_destroy_qp(id);
+    ibv_dereg_mr(mr);
+    ibv_dealloc_pd(pd);
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(channel);
+  }
+  std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uintptr_t>(memory.data() + offset); }
+
+  // Connects with rsockets' connection data; the rsocket's, from its REP.
+  rswire::ConnData connect() {
+    rswire::ConnData mine;
+    mine.credits = 8;
+    mine.target_sgl = {addr(0), mr->rkey, rswire::kSglEntries};
+    mine.data_buf = {addr(1024), mr->rkey, 512};
+    std::uint8_t data[rswire::kConnDataSize];
+    rswire::emit(mine, std::span<std::uint8_t, rswire::kConnDataSize>(data));
+    rdma_conn_param param{};
+    param.private_data = data;
+    param.private_data_len = sizeof data;
+    param.responder_resources = param.initiator_depth = 1;
+    param.retry_count = param.rnr_retry_count = 7;
+    REQUIRE(rdma_connect(id, &param) == 0);
+    std::vector<std::uint8_t> theirs;
+    REQUIRE(next_event(channel, &theirs) == RDMA_CM_EVENT_ESTABLISHED);
+    REQUIRE(theirs.size() >= rswire::kConnDataSize);
+    return rswire::parse(std::span<const std::uint8_t, rswire::kConnDataSize>(theirs.data(), rswire::kConnDataSize));
+  }
+
+  // An RDMA WRITE WITH IMMEDIATE of `length` bytes to `to`, its immediate data `message`.
+  void write_with_imm(const rswire::Sge& to, std::uint32_t length, std::uint32_t message) {
+    ibv_sge sge{addr(0), length, mr->lkey};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.imm_data = htonl(message);
+    wr.wr.rdma.remote_addr = to.addr;
+    wr.wr.rdma.rkey = to.key;
+    ibv_send_wr* bad = nullptr;
+    REQUIRE(ibv_post_send(id->qp, &wr, &bad) == 0);
+    ibv_wc wc{};
+    REQUIRE(rdma_get_send_comp(id, &wc) == 1);
+    REQUIRE(wc.status == IBV_WC_SUCCESS);
+  }
+
+  rdma_event_channel* channel = nullptr;
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_mr* mr = nullptr;
+  std::vector<std::uint8_t> memory;
+};
+
+}  // namespace
+
+TEST_CASE("a peer announcing more data than the receive buffer holds breaks the connection", "[rsocket]") {
+  std::uint16_t port = 0;
+  const int l = listener(port, false);
+  RawPeer peer(port);
+  int s = -1;
+  std::thread accepting([&] { s = raccept(l, nullptr, nullptr); });
+  const rswire::ConnData theirs = peer.connect();
+  accepting.join();
+  REQUIRE(s >= 0);
+  int rbuf = 0;
+  socklen_t len = sizeof rbuf;
+  REQUIRE(rgetsockopt(s, SOL_SOCKET, SO_RCVBUF, &rbuf, &len) == 0);
+
+  // 64 bytes written where the rsocket said, announced as one byte more than its whole buffer.
+  peer.write_with_imm(theirs.data_buf, 64, rswire::message(rswire::Op::data, static_cast<std::uint32_t>(rbuf) + 1));
+  std::vector<std::uint8_t> into(4 * static_cast<std::size_t>(rbuf));
+  errno = 0;
+  CHECK(rrecv(s, into.data(), into.size(), 0) == -1);
+  CHECK(errno == ECONNRESET);
+  CHECK(rclose(s) == 0);
+  CHECK(rclose(l) == 0);
 }

@@ -18,6 +18,18 @@ namespace {
 // The longest one sleep lasts: a notification another thread took must not strand us.
 constexpr int kWakeMs = 100;
 
+void break_connection(Rsocket& s, int err) {
+  s.phase = Phase::error;
+  s.readable = s.writable = false;
+  s.err = err;
+}
+
+std::uint64_t unread_bytes(const Rsocket& s) {
+  std::uint64_t n = 0;
+  for (std::uint32_t m : s.rmsg) n += m;
+  return n;
+}
+
 bool qp_usable(const Rsocket& s) {
   return s.id != nullptr && s.id->qp != nullptr && (s.phase == Phase::connected);
 }
@@ -69,7 +81,14 @@ void on_receive(Rsocket& s, const ibv_wc& wc) {
     case wire::Op::write:
       break;  // never sent with immediate data
     default:  // data (and the reserved data-like ops): bytes now in the receive buffer
-      if (arg != 0) s.rmsg.push_back(arg);
+      if (arg == 0) break;
+      // The peer writes only into the buffer halves we offered: a longer message is not
+      // rsockets', and reading it would run past the buffer.
+      if (unread_bytes(s) + arg > s.opt.rbuf_size) {
+        break_connection(s, EPROTO);
+        break;
+      }
+      s.rmsg.push_back(arg);
       break;
   }
 }
@@ -93,11 +112,7 @@ void on_send(Rsocket& s, const ibv_wc& wc) {
       s.sbuf_used -= std::min(ring, s.sbuf_used);
       break;
   }
-  if (wc.status != IBV_WC_SUCCESS && s.phase == Phase::connected) {
-    s.phase = Phase::error;
-    s.readable = s.writable = false;
-    s.err = EIO;
-  }
+  if (wc.status != IBV_WC_SUCCESS && s.phase == Phase::connected) break_connection(s, EIO);
 }
 
 void poll_cq(Rsocket& s) {
@@ -118,9 +133,7 @@ void poll_cq(Rsocket& s) {
   if (!qp_usable(s)) return;
   while (received-- > 0) {
     if (post_recv(s) != 0) {
-      s.phase = Phase::error;
-      s.readable = s.writable = false;
-      s.err = EIO;
+      break_connection(s, EIO);
       return;
     }
   }
