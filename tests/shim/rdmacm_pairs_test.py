@@ -202,6 +202,7 @@ VETH_BOTH = ("veth.", "veth6.")
 VETH_IPV4 = ("veth.",)
 
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
+QPERF_MSG_RATE = rf"^\s+msg_rate\s+=\s+{NUM} [KM]?/sec$"
 QPERF_LAT = rf"^\s+latency\s+=\s+{NUM} (ns|us|ms|sec)$"
 
 CASES = [
@@ -238,12 +239,16 @@ CASES = [
     perftest("ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200),
     perftest("ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500),
     perftest("ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500),
-    # qperf with the CM (-cm1; RC tests only).
+    # qperf with the CM (-cm1; RC tests only: its UD tests build address handles from a LID
+    # alone, which a RoCE port refuses with EINVAL, as the kernel's rdma_check_ah_attr does).
     qperf("qperf.rc_bw", "rc_bw", QPERF_BW, veth=VETH_IPV4),
     qperf("qperf.rc_bi_bw", "rc_bi_bw", QPERF_BW),
     qperf("qperf.rc_lat", "rc_lat", QPERF_LAT),
     qperf("qperf.rc_rdma_write_bw", "rc_rdma_write_bw", QPERF_BW),
     qperf("qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW),
+    qperf("qperf.rc_rdma_read_lat", "rc_rdma_read_lat", QPERF_LAT),
+    qperf("qperf.rc_compare_swap_mr", "rc_compare_swap_mr", QPERF_MSG_RATE),
+    qperf("qperf.ver_rc_fetch_add", "ver_rc_fetch_add", QPERF_MSG_RATE),
     # mckey: UD multicast through rdma_join_multicast_ex; -o joins the sender to send only.
     mckey("mckey"),
     mckey("mckey.send_only", ["-o"]),
