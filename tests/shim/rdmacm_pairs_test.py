@@ -239,6 +239,7 @@ CASES = [
     perftest("ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200),
     perftest("ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500),
     perftest("ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500),
+    perftest("ib_read_lat.R", "ib_read_lat", ["-s", "2"], 2, 500, server_row=False),  # the reader measures
     # qperf with the CM (-cm1; RC tests only: its UD tests build address handles from a LID
     # alone, which a RoCE port refuses with EINVAL, as the kernel's rdma_check_ah_attr does).
     qperf("qperf.rc_bw", "rc_bw", QPERF_BW, veth=VETH_IPV4),
