@@ -290,6 +290,11 @@ for dir in to-rxe from-rxe; do
 	run_case "$dir.cm.rping" "$dir" rping "-s -a {server} -v -C 50|-c -a {server} -v -C 50"
 	run_case "$dir.cm.ucmatose" "$dir" ucmatose "|-s {server}"
 	run_case "$dir.cm.udaddy" "$dir" udaddy "|-s {server}"
+	# Our first MAD to QP1 lost: to rxe that is our REQ (resent after the response timeout),
+	# from rxe our REP (rxe's CM resends its REQ, and a REQ repeated while we wait for the RTU
+	# gets the REP again, IBTA vol. 1 12.9.6).
+	run_case "$dir.cm.rping.first_mad_lost" "$dir" rping "-s -a {server} -v -C 10|-c -a {server} -v -C 10" \
+		"--faults tx.qp=1,tx.drop=1"
 	# perftest -R listens twice on one port (control, then data); our client's data REQ can
 	# reach rxe between the two, rxe refuses it (REJ 8, as it must), and perftest's retry path
 	# then uses the rdma_cm_ids it has just destroyed and crashes. So only rxe as the client.
