@@ -221,6 +221,23 @@ class Device {
  public:
   Qp* find_qp(std::uint32_t qpn);
   Region* find_region(std::uint32_t key);
+  // The region in table slot `index` (a key without its low byte), whatever key byte it now
+  // carries: how a window names its MR, and BIND_MW its window.
+  Region* region_at(std::uint32_t index) { return regions_.find(index); }
+  Srq* find_srq(std::uint32_t srq) { return srqs_.find(srq); }
+  const Ah* find_ah(std::uint32_t ah) const { return ahs_.find(ah); }
+  Memory& memory() { return memory_; }
+  // A packet the responder could not take (wrong state or Q_Key, no receive WQE for UD or UC).
+  void count_dropped() { ++counters_.dropped; }
+  // Whether force_rnr() makes this request find the receive queue empty; uses up one if so.
+  bool take_forced_rnr() {
+    if (forced_rnr_ == 0) return false;
+    --forced_rnr_;
+    return true;
+  }
+  // A packet to send ahead of every QP's: the NAK of a QP that enters the error state before
+  // transmit() could ask its responder for it.
+  void send_control(TxPacket&& p) { control_.push_back(std::move(p)); }
   // The host address of [iova, iova + length) under `key`, if the region is valid, belongs
   // to `pd`, allows `access` and holds the range; else nullopt.
   std::optional<std::uint64_t> translate(std::uint32_t key, std::uint32_t pd, std::uint64_t iova, std::uint64_t length,
@@ -260,6 +277,7 @@ class Device {
   // The UDP source port of QP1's packets when the host has no single one.
   static constexpr std::uint16_t kGsiUdpSourcePort = 0xC001;
 
+ private:
   DeviceConfig config_;
   Memory& memory_;
   HandleTable<Pd> pds_;

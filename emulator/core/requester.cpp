@@ -73,7 +73,7 @@ bool may_start(const Device& d, const Qp& q, const SendWqe& w, bool draining) {
     return false;
   // The device's window: max_inflight_packets PSNs from the oldest WQE's first on.
   if (!q.sq.empty() && q.sq.front().started &&
-      static_cast<std::uint32_t>(psn_diff(q.send_psn, q.sq.front().first_psn)) >= d.config_.max_inflight_packets)
+      static_cast<std::uint32_t>(psn_diff(q.send_psn, q.sq.front().first_psn)) >= d.config().max_inflight_packets)
     return false;
   return true;
 }
@@ -142,7 +142,7 @@ std::optional<RequestHeaders> request_headers(Device& d, Qp& q, const SendWqe& w
   h.solicited_event = p.last && (w.wr.flags & send_flags::solicited) &&
                       (wire::info(h.opcode).is(wire::OpFlag::send) || wire::info(h.opcode).is(wire::OpFlag::immediate));
   if (q.init.qp_type == QpType::ud) {
-    const Ah* ah = d.ahs_.find(w.wr.ah);
+    const Ah* ah = d.find_ah(w.wr.ah);
     if (!ah) return std::nullopt;
     out.route = &ah->av;
     h.dest_qp = w.wr.remote_qpn;
@@ -152,7 +152,7 @@ std::optional<RequestHeaders> request_headers(Device& d, Qp& q, const SendWqe& w
   }
   if (q.init.qp_type == QpType::rc) {
     // AckReq on a message's last packet and periodically within long ones (s9.7.4.1.3).
-    h.ack_req = p.last || window_edge || ++q.packets_since_ack_req >= d.config_.ack_req_every;
+    h.ack_req = p.last || window_edge || ++q.packets_since_ack_req >= d.config().ack_req_every;
     if (h.ack_req) q.packets_since_ack_req = 0;
   }
   h.va = w.wr.remote_addr + (p.read ? p.offset : 0);
@@ -247,14 +247,14 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
       w.status = WcStatus::loc_prot_err;
       return;
     }
-    if (r->kind != Region::Kind::mr && r->valid) --d.regions_.find(r->parent)->windows;
+    if (r->kind != Region::Kind::mr && r->valid) --d.region_at(r->parent)->windows;
     r->valid = false;
     return;
   }
   // BIND_MW (s10.6.7.2): the window takes a range of a bound-capable MR, with access no wider
   // than the MR allows, and a new rkey whose low byte the consumer chose.
   // The window is named by its index, whatever key byte it carries now (as dealloc_mw).
-  Region* mw = d.regions_.find(w.wr.mw_rkey >> 8);
+  Region* mw = d.region_at(w.wr.mw_rkey >> 8);
   Region* mr = d.find_region(w.wr.bind_mr_lkey);
   const bool ok = mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
                   mr->pd == mw->pd &&  // the window, its MR and the QP share one PD
@@ -266,7 +266,7 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
     w.status = WcStatus::mw_bind_err;
     return;
   }
-  if (mw->valid) --d.regions_.find(mw->parent)->windows;
+  if (mw->valid) --d.region_at(mw->parent)->windows;
   mw->valid = w.wr.bind_length > 0;  // binding zero bytes unbinds (s10.6.7.2.1)
   mw->parent = w.wr.bind_mr_lkey >> 8;
   mw->iova = w.wr.bind_addr;
@@ -284,7 +284,7 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
   const bool draining = q.state() == QpState::sqd;
   if ((q.state() != QpState::rts && !draining) || q.rnr_at != 0) return std::nullopt;
   // UD has no path MTU attribute: a datagram fits the port's MTU (as rxe's get_mtu).
-  const std::uint32_t mtu = mtu_bytes(q.init.qp_type == QpType::ud ? d.config_.max_mtu : q.attr.path_mtu);
+  const std::uint32_t mtu = mtu_bytes(q.init.qp_type == QpType::ud ? d.config().max_mtu : q.attr.path_mtu);
   while (q.next_wqe < q.sq.size()) {
     SendWqe& w = q.sq[q.next_wqe];
     if (is_local(w.wr.opcode)) {

@@ -39,7 +39,7 @@ std::optional<RecvWqe> take_recv(Device& d, Qp& q) {
   std::deque<RecvWqe>* queue = &q.rq;
   Srq* srq = nullptr;
   if (q.init.srq) {
-    srq = d.srqs_.find(q.init.srq);
+    srq = d.find_srq(q.init.srq);
     queue = &srq->queue;
   }
   if (queue->empty()) return std::nullopt;
@@ -54,7 +54,7 @@ std::optional<RecvWqe> take_recv(Device& d, Qp& q) {
 }
 
 bool recv_available(Device& d, const Qp& q) {
-  return q.init.srq ? !d.srqs_.find(q.init.srq)->queue.empty() : !q.rq.empty();
+  return q.init.srq ? !d.find_srq(q.init.srq)->queue.empty() : !q.rq.empty();
 }
 
 void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
@@ -89,7 +89,7 @@ void reject(Device& d, Qp& q, const wire::IbPacket& p, wire::NakCode code) {
   }
   queue_ack(q, p.psn(), nak(code));
   q.resources.clear();  // the error state drops queued responses; the NAK goes now
-  if (auto pkt = Responder::next(d, q)) d.control_.push_back(std::move(*pkt));
+  if (auto pkt = Responder::next(d, q)) d.send_control(std::move(*pkt));
   d.enter_error(q);
 }
 
@@ -142,7 +142,7 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
     // SEND with Invalidate (s9.4.1.1.1): the named MR or type 2 MW becomes unusable.
     Region* r = d.find_region(wire::Ieth::rkey::get(h));
     if (r && r->pd == q.init.pd && r->kind != Region::Kind::mw_type1) {
-      if (r->kind != Region::Kind::mr && r->valid) --d.regions_.find(r->parent)->windows;
+      if (r->kind != Region::Kind::mr && r->valid) --d.region_at(r->parent)->windows;
       r->valid = false;
     }
   }
@@ -174,7 +174,7 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
     reject(d, q, p, wire::NakCode::invalid_request);
     return false;
   }
-  if (!payload.empty() && !d.memory_.write(q.write_host, payload)) {
+  if (!payload.empty() && !d.memory().write(q.write_host, payload)) {
     reject(d, q, p, wire::NakCode::remote_access_error);
     return false;
   }
@@ -234,8 +234,8 @@ void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
   r.atomic = true;
   r.psn = p.psn();
   const bool ok = wire::operation_of(p.opcode()) == wire::Operation::compare_swap
-                      ? d.memory_.compare_swap(*host, wire::AtomicEth::compare::get(a), wire::AtomicEth::swap_add::get(a), r.original)
-                      : d.memory_.fetch_add(*host, wire::AtomicEth::swap_add::get(a), r.original);
+                      ? d.memory().compare_swap(*host, wire::AtomicEth::compare::get(a), wire::AtomicEth::swap_add::get(a), r.original)
+                      : d.memory().fetch_add(*host, wire::AtomicEth::swap_add::get(a), r.original);
   if (!ok) return reject(d, q, p, wire::NakCode::remote_access_error);
   q.msn = psn_add(q.msn, 1);
   r.msn = q.msn;
@@ -248,12 +248,12 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
   const auto* deth = p.ext(Ext::deth);
   // A datagram for another Q_Key is dropped silently (s9.6.1.1.3 C9-48).
   if (wire::Deth::qkey::get(deth) != q.attr.qkey) {
-    ++d.counters_.dropped;
+    d.count_dropped();
     return;
   }
   auto r = take_recv(d, q);
   if (!r) {
-    ++d.counters_.dropped;  // UD has no RNR: the datagram is lost (s9.8.2)
+    d.count_dropped();  // UD has no RNR: the datagram is lost (s9.8.2)
     return;
   }
   const auto payload = p.payload();
@@ -278,7 +278,7 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   const QpState s = q.state();
   // The receive side works from RTR on, through SQD and SQE (s10.3.1).
   if (s != QpState::rtr && s != QpState::rts && s != QpState::sqd && s != QpState::sqe) {
-    ++d.counters_.dropped;
+    d.count_dropped();
     return;
   }
   if (q.init.qp_type == QpType::ud) return on_ud(d, q, p, rx);
@@ -306,7 +306,7 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
       q.in_write = false;
       if (q.in_send) {
         // The WQE is reused for the next message, not completed.
-        (q.init.srq ? d.srqs_.find(q.init.srq)->queue : q.rq).push_front(std::move(q.recv));
+        (q.init.srq ? d.find_srq(q.init.srq)->queue : q.rq).push_front(std::move(q.recv));
         q.in_send = false;
       }
     }
@@ -324,14 +324,13 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   // requester sends the packet again later. UC cannot wait: the message is dropped. Fault
   // injection can make an RC request find the receive queue empty (Device::force_rnr).
   const bool needs_recv = oi.is(OpFlag::consumes_recv) && (oi.is(OpFlag::first) || !oi.is(OpFlag::send));
-  const bool forced_rnr = needs_recv && rc && d.forced_rnr_ > 0;
+  const bool forced_rnr = needs_recv && rc && d.take_forced_rnr();
   if (needs_recv && (forced_rnr || !recv_available(d, q))) {
     if (!rc) {
       q.uc_dropping = !oi.is(OpFlag::last);
-      ++d.counters_.dropped;
+      d.count_dropped();
       return;
     }
-    if (forced_rnr) --d.forced_rnr_;
     ++q.counters.send_rnr_err;
     queue_ack(q, psn, wire::make_syndrome(wire::AckKind::rnr_nak, q.attr.min_rnr_timer));
     return;
@@ -400,7 +399,7 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
   const std::size_t pad = wire::IbRepr::pad_for(payload);
   pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);
   h.emit_headers(pkt.bytes.data(), payload);
-  if (payload && !d.memory_.read(payload_host, {pkt.bytes.data() + header, payload})) return std::nullopt;
+  if (payload && !d.memory().read(payload_host, {pkt.bytes.data() + header, payload})) return std::nullopt;
   std::memset(pkt.bytes.data() + header + payload, 0, pad + wire::kIcrcLength);
   d.finish(pkt);
   ++q.counters.sent_pkts;
