@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "emulator/host/crc_setting.hpp"
 #include "emulator/host/daemon_client.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_link.hpp"
@@ -137,6 +138,7 @@ struct Started {
 Started* the_started = new Started;
 
 BoundDevice start() {
+  host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier (emulator/host/crc_setting.hpp)
   // SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); empty or unset: embedded.
   if (const char* daemon = std::getenv(host::kDaemonVariable); daemon != nullptr && *daemon != '\0') {
     return attach_daemon(daemon);

@@ -1,7 +1,7 @@
 // The CRC engines, generic over the reflected 32-bit polynomial, and crc32()'s dispatch.
 // crc32c.cpp adds the SSE4.2 crc32-instruction path and crc32c()'s dispatch.
 //
-// Engines, the best one the CPU has chosen once at first use (see detail::crc_tier()):
+// Engines, the best one the CPU has, capped by cap_crc_tier() (see detail::crc_tier()):
 //  - "pclmul": carry-less multiplication folding, the method of Intel's "Fast CRC
 //    Computation for Generic Polynomials Using PCLMULQDQ Instruction" (2009): four 128-bit
 //    lanes folded 64 bytes at a time, folded into one, then reduced to 32 bits with two
@@ -18,7 +18,7 @@
 #include "wire/crc_engine.hpp"
 
 #include <array>
-#include <cstdlib>
+#include <atomic>
 #include <string_view>
 
 #if defined(__x86_64__)
@@ -294,42 +294,53 @@ SOFTRDMA_AVX2 std::uint32_t crc_vpclmul256(std::span<const std::uint8_t> data, s
 #undef SOFTRDMA_AVX2
 #endif
 
-// Function-static, so a caller running during another file's static initialisation still
-// finds it chosen.
+// By tier, looked up on every call since cap_crc_tier() may change the tier. Constant, like the
+// tier's atomic, so a caller running during another file's static initialisation finds them set.
 const detail::CrcImplementation& chosen() {
-  static const detail::CrcImplementation impl = []() -> detail::CrcImplementation {
-    switch (detail::crc_tier()) {
+  static constexpr detail::CrcImplementation kByTier[] = {
+      {crc32_portable, "slice8"},
 #if defined(__x86_64__)
-      case detail::CrcTier::avx512: return {crc_vpclmul<kCrc32Poly>, "vpclmul"};
-      case detail::CrcTier::avx2: return {crc_vpclmul256<kCrc32Poly>, "vpclmul256"};
-      case detail::CrcTier::sse: return {crc_pclmul<kCrc32Poly>, "pclmul"};
+      {crc_pclmul<kCrc32Poly>, "pclmul"},
+      {crc_vpclmul256<kCrc32Poly>, "vpclmul256"},
+      {crc_vpclmul<kCrc32Poly>, "vpclmul"},
 #endif
-      default: return {crc32_portable, "slice8"};
-    }
-  }();
-  return impl;
+  };
+  return kByTier[static_cast<std::size_t>(detail::crc_tier())];  // always portable on other CPUs
 }
 
+// What the CPU offers up to `cap`.
+CrcTier tier_under(CrcTier cap) {
+  if (cap == CrcTier::portable) return CrcTier::portable;
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul")) return CrcTier::portable;
+  if (cap == CrcTier::sse || !__builtin_cpu_supports("vpclmulqdq")) return CrcTier::sse;
+  if (cap == CrcTier::avx2 || !__builtin_cpu_supports("avx512f")) {
+    return __builtin_cpu_supports("avx2") ? CrcTier::avx2 : CrcTier::sse;
+  }
+  return CrcTier::avx512;
+#else
+  return CrcTier::portable;
+#endif
+}
+
+// The tier in use; -1 until the first CRC or cap_crc_tier(), whichever comes first, sets it.
+std::atomic<int> the_tier{-1};
+
 }  // namespace
+
+void cap_crc_tier(CrcTier cap) { the_tier.store(static_cast<int>(tier_under(cap)), std::memory_order_relaxed); }
 
 namespace detail {
 
 CrcTier crc_tier() {
-  static const CrcTier tier = [] {
-    const char* env = std::getenv("SOFTRDMA_CRC");
-    const std::string_view cap = env != nullptr ? env : "";
-    if (cap == "portable") return CrcTier::portable;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul")) return CrcTier::portable;
-    if (cap == "sse" || !__builtin_cpu_supports("vpclmulqdq")) return CrcTier::sse;
-    if (cap == "avx2" || !__builtin_cpu_supports("avx512f")) return __builtin_cpu_supports("avx2") ? CrcTier::avx2 : CrcTier::sse;
-    return CrcTier::avx512;
-#else
-    return CrcTier::portable;
-#endif
-  }();
-  return tier;
+  int tier = the_tier.load(std::memory_order_relaxed);
+  if (tier < 0) {
+    const int best = static_cast<int>(tier_under(CrcTier::avx512));
+    // On failure `tier` becomes what a cap_crc_tier() in another thread set meanwhile, which wins.
+    if (the_tier.compare_exchange_strong(tier, best, std::memory_order_relaxed)) tier = best;
+  }
+  return static_cast<CrcTier>(tier);
 }
 
 #if defined(__x86_64__)

@@ -18,11 +18,21 @@ std::uint32_t crc32(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 std::uint32_t crc32c(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 
 // The table-driven (slicing-by-8) versions: what runs on CPUs without the instructions, or
-// everywhere when the environment has SOFTRDMA_CRC=portable (see wire/crc_engine.hpp).
+// everywhere when the tier is capped at portable (cap_crc_tier()).
 std::uint32_t crc32_portable(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 std::uint32_t crc32c_portable(std::span<const std::uint8_t> data, std::uint32_t prev = 0);
 
-// Which implementation crc32()/crc32c() chose at first use: crc32 "vpclmul" (AVX-512),
+// The widest code crc32()/crc32c() may use: the tables; SSE4.2 and PCLMULQDQ; also AVX2 and
+// VPCLMULQDQ; also AVX-512F.
+enum class CrcTier : std::uint8_t { portable, sse, avx2, avx512 };
+
+// Caps the tier from the next call on (avx512: no cap, the CPU's best), so tests and benchmarks
+// can compare the tiers on one machine. wire/ reads no configuration: the program passes it
+// in (SOFTRDMA_CRC, emulator/host/crc_setting.hpp). Every tier gives the same CRCs, so a cap
+// set while other threads compute them changes only their speed.
+void cap_crc_tier(CrcTier cap);
+
+// Which implementation crc32()/crc32c() use: crc32 "vpclmul" (AVX-512), "vpclmul256",
 // "pclmul" or "slice8"; crc32c "vpclmul+sse4.2", "sse4.2" or "slice8".
 std::string_view crc32_implementation();
 std::string_view crc32c_implementation();

@@ -2,7 +2,7 @@
 // crc32c()'s dispatch and its SSE4.2 path. The slicing-by-8 crc32c_portable and the folding
 // engine are shared with CRC-32 in crc32.cpp.
 //
-// Implementations, the best one the CPU has chosen once at first use (see detail::crc_tier()):
+// Implementations, the best one the CPU has, capped by cap_crc_tier() (see detail::crc_tier()):
 //  - "vpclmul+sse4.2": AVX-512 carry-less multiplication folding (16 bytes a cycle where
 //    the crc32 instruction does 8) from kFoldFrom bytes on, the crc32 instruction below.
 //  - "sse4.2": the SSE4.2 crc32 instruction, 8 bytes at a time. It has a latency of 3
@@ -102,20 +102,18 @@ std::uint32_t crc32c_wide(std::span<const std::uint8_t> data, std::uint32_t prev
 
 #endif
 
-// Function-static, so a caller running during another file's static initialisation still
-// finds it chosen.
+// By tier, looked up on every call since cap_crc_tier() may change the tier (constant, as in
+// crc32.cpp, for callers during static initialisation).
 const detail::CrcImplementation& chosen() {
-  static const detail::CrcImplementation impl = []() -> detail::CrcImplementation {
-    switch (detail::crc_tier()) {
+  static constexpr detail::CrcImplementation kByTier[] = {
+      {crc32c_portable, "slice8"},
 #if defined(__x86_64__)
-      case detail::CrcTier::avx512: return {crc32c_wide, "vpclmul+sse4.2"};
-      case detail::CrcTier::avx2:  // the three crc32-instruction streams match 256-bit folding there
-      case detail::CrcTier::sse: return {crc32c_sse42, "sse4.2"};
+      {crc32c_sse42, "sse4.2"},
+      {crc32c_sse42, "sse4.2"},  // avx2: the three crc32-instruction streams match 256-bit folding there
+      {crc32c_wide, "vpclmul+sse4.2"},
 #endif
-      default: return {crc32c_portable, "slice8"};
-    }
-  }();
-  return impl;
+  };
+  return kByTier[static_cast<std::size_t>(detail::crc_tier())];  // always portable on other CPUs
 }
 
 }  // namespace

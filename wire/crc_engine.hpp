@@ -7,14 +7,13 @@
 #include <span>
 #include <string_view>
 
+#include "wire/crc32.hpp"
+
 namespace wire::detail {
 
-enum class CrcTier : std::uint8_t { portable, sse, avx2, avx512 };
+using wire::CrcTier;
 
-// What the CPU offers (sse: SSE4.2 and PCLMULQDQ; avx2: also AVX2 and VPCLMULQDQ; avx512:
-// also AVX-512F), capped by the environment variable SOFTRDMA_CRC, read once: "portable" (the
-// tables), "sse" (no VPCLMULQDQ) or "avx2" (no AVX-512), so tests and benchmarks can compare
-// the implementations.
+// What the CPU offers, capped by cap_crc_tier().
 CrcTier crc_tier();
 
 // CRC32c by AVX-512 carry-less multiplication folding; only when crc_tier() is avx512.

@@ -1,7 +1,7 @@
 // crc_bench: CRC32c, CRC-32 and the full RoCE ICRC (masked IPv4/UDP/BTH headers, then the
 // packet) throughput against memcpy of the same bytes, all measured in one run. A report: always exits 0. Build in Release to measure.
-// SOFTRDMA_CRC=sse (no AVX-512) or =portable (the tables) in the environment caps what
-// crc32()/crc32c() use, to measure the lower tiers.
+// SOFTRDMA_CRC=avx2, =sse or =portable (the tables) in the environment caps what
+// crc32()/crc32c() use, to measure the lower tiers (emulator/host/crc_setting.hpp).
 //
 // Each payload size walks a ring of buffers totalling 256 KiB, so the working set stays in
 // L2 and memcpy is not bound by RAM. Every round measures every kernel at every size, so
@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "emulator/host/crc_setting.hpp"
 #include "wire/crc32.hpp"
 #include "wire/icrc.hpp"
 
@@ -105,6 +106,7 @@ const char* size_name(std::size_t size) {
 }  // namespace
 
 int main() {
+  softrdma::host::apply_crc_variable();
   Bench bench;
   for (std::size_t i = 0; i < bench.ring.size(); ++i) bench.ring[i] = static_cast<std::uint8_t>(i * 131 + 7);
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "emulator/core/device.hpp"
+#include "emulator/host/crc_setting.hpp"
 #include "wire/crc32.hpp"
 #include "tests/core/direct_link.hpp"
 
@@ -227,6 +228,7 @@ int usage(std::FILE* to, int status) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  softrdma::host::apply_crc_variable();  // SOFTRDMA_CRC caps the CRC tier, as in the shim
   int rounds = 7;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];

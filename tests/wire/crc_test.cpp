@@ -1,6 +1,6 @@
 // crc32/crc32c (whichever implementation was chosen) and the slicing-by-8 fallbacks against a
 // bit-at-a-time reference that shares no code or tables with them. ctest runs these cases
-// three times: as chosen for this CPU, with SOFTRDMA_CRC=sse and with SOFTRDMA_CRC=portable.
+// again with SOFTRDMA_CRC=avx2, =sse and =portable, which this binary applies as the programs do.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "emulator/host/crc_setting.hpp"
 #include "wire/crc32.hpp"
 #include "wire/crc_engine.hpp"
 
@@ -38,6 +39,7 @@ struct Algorithm {
 // The public functions, and the AVX-512 CRC32c engine on its own where the CPU has it
 // (crc32c() gives it only inputs of 128 bytes and more).
 const std::vector<Algorithm> kAlgorithms = [] {
+  softrdma::host::apply_crc_variable();  // before anything here reads the tier
   std::vector<Algorithm> v = {
       {"crc32", wire::crc32, kCrc32Poly},
       {"crc32_portable", wire::crc32_portable, kCrc32Poly},
@@ -117,6 +119,27 @@ TEST_CASE("CRC implementations follow the CPU tier and SOFTRDMA_CRC", "[wire][cr
       break;
   }
   WARN("crc32: " << wire::crc32_implementation() << ", crc32c: " << wire::crc32c_implementation());
+}
+
+TEST_CASE("SOFTRDMA_CRC names the tiers it caps at", "[wire][crc]") {
+  using softrdma::host::parse_crc_cap;
+  CHECK(parse_crc_cap("portable") == wire::CrcTier::portable);
+  CHECK(parse_crc_cap("sse") == wire::CrcTier::sse);
+  CHECK(parse_crc_cap("avx2") == wire::CrcTier::avx2);
+  CHECK_FALSE(parse_crc_cap(""));
+  CHECK_FALSE(parse_crc_cap("avx512"));
+  CHECK_FALSE(parse_crc_cap("SSE"));
+}
+
+TEST_CASE("cap_crc_tier changes the implementation from the next call on", "[wire][crc]") {
+  const wire::CrcTier before = wire::detail::crc_tier();
+  wire::cap_crc_tier(wire::CrcTier::portable);
+  CHECK(wire::detail::crc_tier() == wire::CrcTier::portable);
+  CHECK(wire::crc32_implementation() == "slice8");
+  CHECK(wire::crc32c_implementation() == "slice8");
+  CHECK(wire::crc32(bytes("123456789")) == 0xCBF43926u);
+  wire::cap_crc_tier(before);  // the tier the CPU and SOFTRDMA_CRC gave, for the cases after this one
+  CHECK(wire::detail::crc_tier() == before);
 }
 
 // Every length through the small-input paths, the lane folds and the three-stream split,

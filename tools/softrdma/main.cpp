@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "emulator/host/crc_setting.hpp"
 #include "tools/softrdma/devices_command.hpp"
 #include "tools/softrdma/dump_command.hpp"
 #include "tools/softrdma/run_command.hpp"
@@ -34,6 +35,7 @@ constexpr const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  softrdma::host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier of dump and synth (emulator/host/crc_setting.hpp)
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

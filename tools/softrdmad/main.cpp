@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "emulator/host/crc_setting.hpp"
 #include "emulator/host/daemon_server.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_host.hpp"
@@ -150,6 +151,7 @@ std::vector<std::string> split_words(const std::string& s) {
 
 int main(int argc, char** argv) {
   using namespace softrdma;
+  host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier (emulator/host/crc_setting.hpp)
   Settings flags;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
