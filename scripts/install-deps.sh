@@ -19,7 +19,7 @@ packages=(
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
   # scripts/bench.sh: the kernel baselines perftest is compared with, and its plot
   iperf3 sockperf gnuplot-nox
-  # tests/interop/rxe_interop.sh: the Linux rxe guests (../shared/tools/interop-vm), whose
+  # tests/interop/rxe_interop.sh: the Linux rxe guests (SOFTRDMA_SHARED_DIR/tools/interop-vm), whose
   # build compiles siw.ko out of tree with the guest kernel's compiler
   qemu-system-x86 gcc-12 make xz-utils
 )

@@ -4,12 +4,12 @@
 // this process. Daemon (SOFTRDMA_DAEMON=SOCKET): softrdmad runs it, and every verb is a request
 // on its socket (host/daemon_client.hpp); the device's address is the daemon's.
 //
-// The embedded host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP or
-// SOFTRDMA_NETDEV's address (address.hpp) or, neither set, the first free 127.0.0.N:4791
-// (DESIGN.md §5), so the GIDs and GUIDs the device reports are those of the address it really
-// holds. Every context opened in the process shares it, as contexts opened on one NIC share
-// the NIC. It lives until the process exits: tearing it down from a static destructor would
-// race with application threads still in verbs calls.
+// The embedded host starts on first use (the first ibv_get_device_list), binding SOFTRDMA_IP
+// or SOFTRDMA_NETDEV's address (address.hpp) or, neither set, the first free 127.0.0.N:4791
+// (emulator/host/loopback_address.hpp), so the GIDs and GUIDs the device reports are those of
+// the address it really holds. Every context opened in the process shares it, as contexts
+// opened on one NIC share the NIC. It lives until the process exits: tearing it down from a
+// static destructor would race with application threads still in verbs calls.
 #pragma once
 
 #include <cstdint>

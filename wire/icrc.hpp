@@ -6,7 +6,7 @@
 // checksum set to all ones (RoCEv2 only), the BTH with its byte 4 (FECN/BECN/reserved) set
 // to all ones, and everything after up to the ICRC. The four ICRC bytes on the wire are
 // that CRC value stored little-endian. Verified against 2,083 RoCEv2 and 2,791 RoCEv1
-// packets from real NICs (../shared/research/captures.md).
+// packets from real NICs (docs/interop.md, "NICs and captures").
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,8 @@
 // syndrome (received ICRC XOR the ICRC computed with a guessed ID) that is a system of 32
 // equations in 16 unknowns, solved in closed form by dividing the syndrome by x^(32 + 8n)
 // modulo the CRC polynomial: exactly one ID when the packet is intact, and a solution by
-// chance for a corrupted packet with probability 2^-16 (DESIGN.md §4: such a packet is
-// accepted with 16-bit strength, and the receiver counts it).
+// chance for a corrupted packet with probability 2^-16 (such a packet is accepted with
+// 16-bit strength, and the receiver counts it: docs/interop.md, "IPv4 IDs and the ICRC").
 #pragma once
 
 #include <cstddef>

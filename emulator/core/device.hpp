@@ -1,5 +1,5 @@
 // The transport engine of one RDMA device: what an RNIC implements in silicon, as a
-// deterministic library without I/O (DESIGN.md §3).
+// deterministic library without I/O (docs/architecture.md, "The engine: sans-I/O").
 //
 // Three kinds of input: verbs calls, received packets, and the passing of time. Three kinds
 // of output: packets to send (transmit()), work completions (poll_cq()) and events

@@ -59,7 +59,7 @@ Device::IcrcVerdict Device::check_icrc(const RxPacket& rx, const wire::IbPacket&
   if (syndrome == 0) return IcrcVerdict::ok;
   // Senders other than softrdma put non-zero IDs in the IPv4 header the ICRC covers (rxe
   // increments them), which a UDP socket does not show us: accept when one ID explains the
-  // ICRC, a 16-bit check instead of 32 (DESIGN.md §4), counted apart.
+  // ICRC, a 16-bit check instead of 32 (docs/interop.md, "IPv4 IDs and the ICRC"), counted apart.
   if (!is_ipv4_mapped(rx.src_gid)) return IcrcVerdict::bad;
   const std::size_t trailing = wire::kIpv4BytesAfterIdentification + wire::Udp::length + p.covered().size();
   return wire::ipv4_identification_correction(syndrome, trailing) ? IcrcVerdict::ok_with_solved_ipv4_id

@@ -1,5 +1,5 @@
 // The IP and UDP headers a RoCEv2 packet travels in, as the engine's hosts send them: IPv4
-// with ID 0 and DF (what an unconnected UDP socket with IP_PMTUDISC_DO sends, DESIGN.md §4),
+// with ID 0 and DF (what an unconnected UDP socket with IP_PMTUDISC_DO sends, docs/backends.md),
 // or IPv6; UDP to port 4791. The engine needs them for two things only: the ICRC, which
 // covers them (IBTA vol. 1 annex A17.4.2), and the GRH a UD receive buffer starts with
 // (s11.4.1.2: 40 bytes; for IPv4 the header sits in the last 20 of them).
@@ -21,9 +21,9 @@ struct Endpoints {
   std::uint8_t traffic_class = 0;
   std::uint32_t flow_label = 0;
   std::uint8_t hop_limit = 64;
-  // IPv4 only: the Identification the packet leaves with. The engine sends 0 (DF, DESIGN.md
-  // §4); a host that lets the kernel number a GSO send's segments 0, 1, 2, ... records them
-  // here, and a receiver its guess of the sender's.
+  // IPv4 only: the Identification the packet leaves with. The engine sends 0 (DF,
+  // docs/backends.md); a host that lets the kernel number a GSO send's segments 0, 1, 2, ...
+  // records them here, and a receiver its guess of the sender's.
   std::uint16_t ipv4_id = 0;
 };
 

@@ -1,5 +1,6 @@
 // A completion queue in shared memory between softrdmad and one client: the daemon writes
-// work completions, the client's ibv_poll_cq reads them with no system call (DESIGN.md §5).
+// work completions, the client's ibv_poll_cq reads them with no system call
+// (docs/architecture.md, "The daemon: softrdmad").
 //
 // The client creates the memory (sealed_memory.hpp) and passes it with create_cq (SCM_RIGHTS). Layout, fixed for both
 // ends of one build (Hello's kLayout covers core::Wc):

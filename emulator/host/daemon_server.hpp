@@ -1,6 +1,6 @@
 // softrdmad's side of the control protocol (daemon_protocol.hpp): it accepts verbs clients on
 // a Unix socket and runs their requests on one engine, as a NIC serves the processes that
-// open it (DESIGN.md §5).
+// open it (docs/architecture.md, "The daemon: softrdmad").
 //
 // Isolation: every handle a request names (PD, MR, MW, CQ, SRQ, AH, QP, and the AHs, MWs and
 // MRs inside WRs) must be one this client created, else the request fails with EINVAL as the

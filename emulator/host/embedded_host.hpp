@@ -1,5 +1,6 @@
-// The embedded host (DESIGN.md §5): one transport engine, one backend (a UDP socket unless the
-// daemon brings another) and one progress thread, for the verbs shim or softrdmad to sit on.
+// The embedded host (docs/architecture.md, "The embedded host"): one transport engine, one
+// backend (a UDP socket unless the daemon brings another) and one progress thread, for the
+// verbs shim or softrdmad to sit on.
 //
 // Every engine call happens under one lock. The progress thread receives, fires timers,
 // transmits and delivers events; application threads take two short cuts so that latency

@@ -1,5 +1,6 @@
 // The engine's time in the embedded host: nanoseconds of the monotonic clock. The engine takes
-// time only as an argument (DESIGN.md §3); this is the one place the host reads a clock.
+// time only as an argument, so that it stays deterministic (docs/architecture.md); this is the
+// one place the host reads a clock.
 #pragma once
 
 #include <chrono>

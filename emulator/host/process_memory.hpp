@@ -1,5 +1,6 @@
 // Registered memory of other processes, for the daemon's engine: core::Memory over
-// process_vm_readv / process_vm_writev (DESIGN.md §3, §5).
+// process_vm_readv / process_vm_writev, since the engine reaches application memory only
+// through that interface (docs/architecture.md, "The engine: sans-I/O").
 //
 // One engine serves many clients, but core::Memory names memory by a 64-bit host address
 // alone. So the daemon registers a client's MR at a *tagged* address: the client's slot in the

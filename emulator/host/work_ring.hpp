@@ -1,6 +1,6 @@
 // Work requests from one client to softrdmad through shared memory: ibv_post_send,
 // ibv_post_recv and ibv_post_srq_recv write here and return, with no system call while the
-// daemon is awake (DESIGN.md §5).
+// daemon is awake (docs/architecture.md, "The daemon: softrdmad").
 //
 // The client creates the memory (sealed_memory.hpp) and hands it to the daemon once
 // (Op::attach_work_ring). Layout:

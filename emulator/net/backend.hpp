@@ -1,4 +1,4 @@
-// What the host needs of a backend (DESIGN.md §4): it moves bursts of RoCEv2 packets between
+// What the host needs of a backend (docs/backends.md): it moves bursts of RoCEv2 packets between
 // the engine and a wire. `udp` (udp_backend.hpp) hands UDP payloads to kernel sockets; `dpdk`
 // (dpdk_backend.hpp) builds and parses whole Ethernet frames on a DPDK port.
 #pragma once

@@ -1,7 +1,7 @@
-// The capture stage (DESIGN.md §4): SOFTRDMA_CAPTURE=FILE writes every packet the device
-// sends and receives to a pcap file (libpcap, link type Ethernet, nanosecond timestamps),
-// as it is on the wire. The `udp` backend sees only UDP payloads (BTH..ICRC), so the stage
-// synthesises the layers below as our socket sends them:
+// The capture stage (docs/tools.md, "Captures"): SOFTRDMA_CAPTURE=FILE writes every packet the
+// device sends and receives to a pcap file (libpcap, link type Ethernet, nanosecond
+// timestamps), as it is on the wire. The `udp` backend sees only UDP payloads (BTH..ICRC), so
+// the stage synthesises the layers below as our socket sends them:
 // - Ethernet: locally administered unicast MACs derived from the IP addresses (mac_for()):
 //   IPv4 a.b.c.d -> 02:00:a:b:c:d; IPv6 -> 02 followed by the last five bytes of the
 //   address (::1 -> 02:00:00:00:00:01). Loopback has no MACs; these only make the frames

@@ -189,7 +189,7 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   } else {
     rte_eth_macaddr_get(port, &mac);
   }
-  // memif and tap drop what is sent before their link is up (research/dpdk.md pitfall 4).
+  // memif and tap drop what is sent before their link is up, so the first packets would be lost.
   const auto until = std::chrono::steady_clock::now() + kLinkUpWait;
   rte_eth_link link{};
   while (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_DOWN &&

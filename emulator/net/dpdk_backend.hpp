@@ -1,8 +1,7 @@
-// The `dpdk` backend (DESIGN.md §4): RoCEv2 frames on one DPDK ethdev port, for the daemon
+// The `dpdk` backend (docs/backends.md): RoCEv2 frames on one DPDK ethdev port, for the daemon
 // (softrdmad --backend dpdk). EAL takes its usual arguments, so any PMD works: on machines
 // without VFIO, virtual devices (net_af_packet or net_af_xdp on an interface, net_memif
-// between two daemons, net_pcap) with --no-huge. research/dpdk.md has the measured rates and
-// the pitfalls this code steps around.
+// between two daemons, net_pcap) with --no-huge; docs/backends.md has what each one needs.
 //
 // The backend builds and parses whole frames, so unlike a UDP socket it sees and sets every
 // header: IPv4 packets leave with ID 0 and DF (the header the engine sealed the ICRC for),

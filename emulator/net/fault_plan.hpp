@@ -1,7 +1,7 @@
-// Seeded fault injection between the engine and the wire (DESIGN.md §4, "stages"): loss,
-// duplication, corruption, delay with jitter and reordering, per direction, decided by a
-// pseudo-random sequence that depends only on the seed and the packets' order, so the same
-// seed and the same program make the same decisions.
+// Seeded fault injection between the engine and the wire (docs/tools.md, "Fault injection in
+// CI"): loss, duplication, corruption, delay with jitter and reordering, per direction,
+// decided by a pseudo-random sequence that depends only on the seed and the packets' order, so
+// the same seed and the same program make the same decisions.
 //
 // SOFTRDMA_FAULTS="loss=1%,reorder=2%:depth=4,dup=0.5%,delay=200us:jitter=50us,corrupt=0.1%,seed=42"
 // An item applies to both directions; "tx." or "rx." before its name limits it to packets the

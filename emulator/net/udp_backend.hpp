@@ -1,15 +1,15 @@
-// The `udp` backend (DESIGN.md §4): RoCEv2 over one kernel UDP socket bound to ADDR:4791,
+// The `udp` backend (docs/backends.md): RoCEv2 over one kernel UDP socket bound to ADDR:4791,
 // IPv4 or IPv6, unprivileged. Bursts go out with sendmmsg, each packet to the address inside
 // its destination GID, and come in with recvmmsg. Runs of equal-sized packets to one address
 // (the segments of a long message) go out as one UDP GSO datagram, and the socket takes
 // coalesced datagrams (UDP_GRO): the kernel's per-packet cost, not the copies, limits a plain
-// UDP socket (~0.5 Mpps here, research/dpdk.md), and GSO/GRO pay it once per 64 KiB.
+// UDP socket, and GSO/GRO pay it once per 64 KiB.
 //
 // What the socket is set up to do, and why:
 // - It stays unconnected and has IP_MTU_DISCOVER = IP_PMTUDISC_DO: the kernel then sends
 //   IPv4 with DF and Identification 0, the header the engine computed the ICRC for
 //   (core/roce_headers.hpp). A connected socket would send a per-socket incrementing ID, and
-//   the ICRC covers the ID (research/captures.md).
+//   the ICRC covers the ID (IBTA vol. 1 annex A17.4.2; docs/interop.md, "IPv4 IDs and the ICRC").
 // - IPv4 sends UDP checksum 0 (SO_NO_CHECK), as rxe does; IPv6 keeps a real checksum, which
 //   RFC 8200 s8.1 requires. The kernel refuses GSO without checksums (EINVAL), so a burst
 //   that holds a GSO datagram is sent with them (RFC 768: a receiver checks one if present;

@@ -1,5 +1,5 @@
-// Judges one capture listed in ../shared/captures/MANIFEST.tsv by its columns (explained in
-// ../shared/captures/MANIFEST.md). ctest runs it once per row:
+// Judges one capture listed in SOFTRDMA_SHARED_DIR/captures/MANIFEST.tsv by its columns (explained in
+// SOFTRDMA_SHARED_DIR/captures/MANIFEST.md). ctest runs it once per row:
 //
 //   capture_manifest_check FILE FORMAT ICRC_EXPECT PARSE
 //

@@ -5,7 +5,7 @@
 // (s9.7.5.1.7), the order of answers, RNR NAKs (forced ones too), requests that NAK and end the
 // QP, max_dest_rd_atomic, the PSN wrap, and a whole message resent after its ACK was lost.
 // Where IBTA leaves a choice, the engine follows Linux rxe as probed on the wire
-// (shared/research/captures.md).
+// (docs/interop.md, "Linux rxe").
 #include <catch2/catch.hpp>
 
 #include "tests/core/timeline_test_util.hpp"

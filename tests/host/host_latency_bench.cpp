@@ -1,6 +1,7 @@
 // Round-trip latency of a 2-byte RC SEND ping-pong between two embedded hosts on loopback,
 // beside a plain UDP ping-pong between two sockets measured in the same run: the baseline a
-// kernel-UDP RoCE emulation cannot beat (DESIGN.md §8: our figure, the baseline, the ratio).
+// kernel-UDP RoCE emulation cannot beat. It prints our figure, the baseline and the ratio
+// (docs/benchmarks.md).
 //
 // Each side runs on its own thread, as two processes would. Two modes, each for several spin
 // times of the progress thread: the application busy-polls its CQ (like ibv_rc_pingpong

@@ -116,7 +116,7 @@ std::vector<std::vector<std::uint8_t>> capture_a_send(const char* ip_a, const ch
 }
 
 // The frames of a capture_a_send without GSO, each checked as a whole RoCEv2 frame: what
-// DESIGN.md §4 says the kernel sends from an unconnected IP_PMTUDISC_DO socket.
+// docs/backends.md says the kernel sends from an unconnected IP_PMTUDISC_DO socket.
 std::vector<wire::RoceFrame> roce_frames_of_a_send(const char* ip_a, const char* ip_b,
                                                    std::vector<std::vector<std::uint8_t>>& storage) {
   storage = capture_a_send(ip_a, ip_b, false);

@@ -3,7 +3,7 @@
 # both directions, the verbs programs and librdmacm programs (rping, ucmatose, perftest -R),
 # each exchange captured and checked.
 #
-# The rxe peer is guest A of ../shared/tools/interop-vm/rxe-guest.sh (QEMU inside the
+# The rxe peer is guest A of SOFTRDMA_SHARED_DIR/tools/interop-vm/rxe-guest.sh (QEMU inside the
 # network namespace that script creates; 10.99.0.2, rxe0). softrdma runs on the host side of
 # the same bridge (10.99.0.1) with `softrdma run`. For every case the script checks:
 #   - both programs exit 0;

@@ -5,7 +5,7 @@ ibv_rc_pingpong -c pair on loopback.
 usage: device_capture_test.py SOFTRDMA TSHARK_VALIDATE
 
 The server runs plainly, the client with --capture. The file must pass TSHARK_VALIDATE
-(../shared/tools/tshark-validate.sh) with every checksum checked (the synthesised IPv4 header
+(SOFTRDMA_SHARED_DIR/tools/tshark-validate.sh) with every checksum checked (the synthesised IPv4 header
 checksum, and the UDP checksum, 0 over IPv4 as the socket sends it) and `softrdma dump
 --check`, and hold exactly the SEND packets of the exchange: the client sends ITERS messages
 and receives ITERS, each cut into SIZE / MTU packets; the rest are ACKs. Exit 77 when

@@ -5,7 +5,7 @@ ICRCs over the IPv4 header they really carried.
 
 usage: dpdk_replay_test.py SOFTRDMAD SOFTRDMA MANIFEST.tsv
 
-For each RoCEv2 capture in the manifest (../shared/captures/MANIFEST.tsv) whose ICRC verdict
+For each RoCEv2 capture in the manifest (SOFTRDMA_SHARED_DIR/captures/MANIFEST.tsv) whose ICRC verdict
 is known, the busiest receiver in it (destination MAC and IPv4 address) becomes the daemon:
 `--ip` is its address and `--dpdk-mac` its MAC (net_pcap cannot take a MAC, so the port is
 made promiscuous), and net_pcap's rx_pcap feeds it the unmodified file. tshark, not our

@@ -33,7 +33,7 @@ TEST is one name printed by --list; CMake makes one ctest of each (shim.pairs.TE
                 for DPDK_MQ_PAIRS: the kernel's fanout spreads the QPs' flows (a UDP source
                 port each) over both sockets, and both queues must have received frames.
   capture.NAME  a netns pair (--no-gso) while tcpdump records the veth (udp port 4791); the file must
-                pass TSHARK_VALIDATE (../shared/tools/tshark-validate.sh) and
+                pass TSHARK_VALIDATE (SOFTRDMA_SHARED_DIR/tools/tshark-validate.sh) and
                 `softrdma dump --check`, and hold RoCE packets.
 
 The pairs are the table PAIRS below: one row per pair, the arguments both sides get (the

@@ -1,5 +1,5 @@
 // Our builders judged by Wireshark: every opcode, over IPv4 and IPv6, written to a capture
-// and run through ../shared/tools/tshark-validate.sh. No packet may be malformed, and every
+// and run through SOFTRDMA_SHARED_DIR/tools/tshark-validate.sh. No packet may be malformed, and every
 // field tshark prints must equal the value we built.
 #include <catch2/catch.hpp>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The five worked ICRC examples in ../shared/captures/icrc_test_vectors.json, taken from
+// The five worked ICRC examples in SOFTRDMA_SHARED_DIR/captures/icrc_test_vectors.json, taken from
 // real NICs: each frame must check, its computed ICRC must equal the zlib CRC listed, and
 // rebuilding it from its parsed fields must give back the same bytes.
 #include <catch2/catch.hpp>

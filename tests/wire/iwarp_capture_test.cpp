@@ -1,6 +1,6 @@
 // iWARP captures through decode_iwarp_capture, compared with tshark frame by frame: every
-// iwarp capture of ../shared/captures/MANIFEST.tsv, the frame counts in
-// ../shared/captures/linux-guests/SUMMARY.txt, and a capture built here with CRCs, several
+// iwarp capture of SOFTRDMA_SHARED_DIR/captures/MANIFEST.tsv, the frame counts in
+// SOFTRDMA_SHARED_DIR/captures/linux-guests/SUMMARY.txt, and a capture built here with CRCs, several
 // FPDUs per segment and FPDUs split over segments, whose CRC verdicts tshark must share.
 #include <unistd.h>
 
@@ -50,7 +50,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// The flags of ../shared/tools/tshark-validate.sh: keep ULP heuristics off RDMA payloads.
+// The flags of SOFTRDMA_SHARED_DIR/tools/tshark-validate.sh: keep ULP heuristics off RDMA payloads.
 const std::string kTshark =
     "tshark -n --disable-protocol rpcordma --disable-protocol smb_direct --disable-protocol nvme-rdma "
     "--disable-protocol iser --disable-protocol infiniband_sdp --disable-protocol smc "

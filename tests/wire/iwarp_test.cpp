@@ -1,6 +1,6 @@
 // iWARP codecs: MPA Request/Reply frames, FPDU framing, DDP and RDMAP headers, and the
 // MpaStreamDecoder. Golden bytes are TCP payloads from the Linux siw captures in
-// ../shared/captures/linux-guests (siw sends a zero CRC field when CRCs are off).
+// SOFTRDMA_SHARED_DIR/captures/linux-guests (siw sends a zero CRC field when CRCs are off).
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>

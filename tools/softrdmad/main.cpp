@@ -1,5 +1,5 @@
-// softrdmad: one softrdma device shared by many processes, like a NIC (DESIGN.md §5). It runs
-// the engine (emulator/host/embedded_host.hpp) on the udp backend or on a DPDK port
+// softrdmad: one softrdma device shared by many processes, like a NIC (docs/architecture.md).
+// It runs the engine (emulator/host/embedded_host.hpp) on the udp backend or on a DPDK port
 // (emulator/net/dpdk_backend.hpp) and serves verbs clients on
 // a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
 // `softrdma run --daemon` or SOFTRDMA_DAEMON=SOCKET.
