@@ -6,8 +6,11 @@ of the tree meets. Fails, with one line per offence naming FILE:LINE, when
     Python, shell, CMake, linker scripts) holds a commit reference: a word of 7 to 40 lowercase
     hex digits with at least one digit and one letter (0x constants are not words of their own
     and so never match; an EUI-64 GUID, 16 digits with ff:fe in its middle, is not a commit);
-  - a Markdown file sends the reader to a path outside the repository (`../shared`): optional
-    test data is found through the CMake variable SOFTRDMA_SHARED_DIR, never through the docs;
+  - a Markdown file or a source comment sends the reader to a path outside the repository (the
+    shared folder beside the checkout): optional test data is found through the CMake variable
+    SOFTRDMA_SHARED_DIR, never through the docs;
+  - a source comment points to the design document kept outside the repository: it points to
+    docs/*.md or the spec instead, or gives the reason itself;
   - README.md is longer than 300 lines.
 
 Test data is not prose and is not read: tests/data, tests/fuzz/corpus, captures, and the output
@@ -31,6 +34,7 @@ BINARY_SUFFIXES = (".pcap", ".pcapng", ".png", ".bin", ".csv", ".tsv", ".gz", ".
 
 HEX_WORD = re.compile(r"(?<![0-9A-Za-z_])[0-9a-f]{7,40}(?![0-9A-Za-z_])")
 SHARED_PATH = re.compile(r"\.\./shared\b")
+OUTSIDE_DOC = re.compile(r"\bDESIGN\.md\b")
 
 
 def commit_like(word):
@@ -190,6 +194,13 @@ def main():
         else:
             lines = comment_lines(rel, text)
             where = "comment"
+            for number, l in lines:
+                for ref in SHARED_PATH.findall(l):
+                    offences.append(f"{rel}:{number}: a path outside the repository ({ref}) in a comment: "
+                                    "name SOFTRDMA_SHARED_DIR for optional test data")
+                for ref in OUTSIDE_DOC.findall(l):
+                    offences.append(f"{rel}:{number}: {ref} is not in the repository: point to docs/*.md "
+                                    "or the spec, or give the reason")
         for number, l in lines:
             for ref in commit_refs(l):
                 offences.append(f"{rel}:{number}: commit reference '{ref}' in a {where}: "
@@ -199,7 +210,7 @@ def main():
     if offences:
         print(f"check_docs: {len(offences)} offence(s)")
         return 1
-    print("check_docs: no commit references or outside paths in docs and comments; README.md within "
+    print("check_docs: no commit references or outside paths or documents in docs and comments; README.md within "
           f"{README_MAX_LINES} lines")
     return 0
 
