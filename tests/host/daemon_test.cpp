@@ -505,3 +505,28 @@ TEST_CASE("daemon: malformed and random requests drop only the connection that s
   CHECK(eventually([&] { return d.server->client_count() == 1; }));
   good.check_write_to_itself(gid_of(d), 12);
 }
+
+TEST_CASE("daemon: a request that names no op drops the connection that sent it", "[daemon]") {
+  Daemon d("127.83.86.1");
+  Client good(d);
+  // Below the first op, just past the last, the largest, and a message too short to name one.
+  const std::uint32_t past_last = static_cast<std::uint32_t>(host::daemon::Op::cm_destroy) + 1;
+  const std::vector<std::vector<std::uint8_t>> requests = {
+      {0, 0, 0, 0}, {static_cast<std::uint8_t>(past_last), 0, 0, 0}, {0xff, 0xff, 0xff, 0xff}, {1, 0}};
+  for (const std::vector<std::uint8_t>& request : requests) {
+    const int fd = host::connect_daemon_socket(d.socket);
+    REQUIRE(fd >= 0);
+    int pair[2];
+    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, pair) == 0);
+    REQUIRE(host::send_daemon_hello(fd, pair[1]));
+    std::vector<std::uint8_t> reply(256);
+    REQUIRE(::recv(fd, reply.data(), reply.size(), 0) > 0);
+    REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+    CHECK(::recv(fd, reply.data(), reply.size(), 0) == 0);  // closed, with no reply
+    ::close(pair[0]);
+    ::close(pair[1]);
+    ::close(fd);
+  }
+  CHECK(eventually([&] { return d.server->client_count() == 1; }));
+  good.check_write_to_itself(gid_of(d), 12);
+}
