@@ -5,118 +5,121 @@
 // connection closes with a DREQ or REJ (IBTA vol. 1 s12.9) and its listeners stop.
 #include <cerrno>
 #include <mutex>
+#include <vector>
 
 #include "emulator/host/daemon_cm_codec.hpp"
+#include "emulator/host/daemon_reply.hpp"
 #include "emulator/host/daemon_server.hpp"
 
 namespace softrdma::host {
 
-using daemon::Op;
+using daemon::put_created;
+using daemon::put_status;
 
-namespace {
+// Adopted under the host's lock, before the engine can raise an event about the new handle.
+template <class Open>
+bool DaemonServer::open_cm(Client& c, Handles set, daemon::Writer& out, Open open) {
+  const core::Expected<std::uint32_t> handle = host_.call([&](core::Device& d, core::Time now) {
+    core::Expected<std::uint32_t> opened = open(d, now);
+    if (opened) adopt(c, set, *opened);
+    return opened;
+  });
+  put_created(out, handle);
+  return true;
+}
 
-bool is_cm(Op op) { return op >= Op::cm_listen && op <= Op::cm_destroy; }
+// A request on one of the client's connections: its errno, EINVAL for another's.
+template <class Step>
+bool DaemonServer::on_connection(Client& c, std::uint32_t id, daemon::Writer& out, Step step) {
+  const int err = owns(c, &Client::cm_ids, id)
+                      ? host_.call([&](core::Device& d, core::Time now) { return step(d.cm(), now); })
+                      : EINVAL;
+  put_status(out, err);
+  return true;
+}
 
-}  // namespace
-
-bool DaemonServer::handle_cm(Client& c, Op op, daemon::Reader& in, daemon::Writer& out) {
-  if (!is_cm(op)) return false;
-  using Set = std::unordered_set<std::uint32_t> Client::*;
-  auto owns = [&](Set set, std::uint32_t key) {
-    std::lock_guard lock(mutex_);
-    return (c.*set).contains(key);
-  };
-  // Adopted under the host's lock, before the engine can raise an event about the new handle.
-  auto opened = [&](Set set, auto open) {
-    const core::Expected<std::uint32_t> r = host_.call([&](core::Device& d, core::Time now) {
-      core::Expected<std::uint32_t> handle = open(d, now);
-      if (handle) {
-        std::lock_guard lock(mutex_);
-        (c.*set).insert(*handle);
-      }
-      return handle;
-    });
-    out.put(static_cast<std::int32_t>(r.error()));
-    if (r) out.put(*r);
-    return true;
-  };
-  // A request on one of the client's connections: its errno, EINVAL for another's.
-  auto on_id = [&](std::uint32_t id, auto run) {
-    const int err = owns(&Client::cm_ids, id) ? host_.call([&](core::Device& d, core::Time now) { return run(d.cm(), now); })
-                                               : EINVAL;
-    out.put(static_cast<std::int32_t>(err));
-    return true;
-  };
+// RTU, REJ and DREQ: a connection and the private data to send with it.
+bool DaemonServer::private_data_step(Client& c, daemon::Reader& in, daemon::Writer& out, PrivateDataStep step) {
+  const auto id = in.get<std::uint32_t>();
   std::vector<std::uint8_t> data;
-  switch (op) {
-    case Op::cm_listen: {
-      const auto service_id = in.get<std::uint64_t>();
-      if (!in.done()) return false;
-      return opened(&Client::cm_listeners, [&](core::Device& d, core::Time) { return d.cm().listen(service_id); });
-    }
-    case Op::cm_stop_listening: {
-      const auto listener = in.get<std::uint32_t>();
-      if (!in.done()) return false;
-      int err = EINVAL;
-      if (owns(&Client::cm_listeners, listener)) {
-        err = host_.call([&](core::Device& d, core::Time now) { return d.cm().stop_listening(now, listener); });
-        std::lock_guard lock(mutex_);
-        c.cm_listeners.erase(listener);
-      }
-      out.put(static_cast<std::int32_t>(err));
-      return true;
-    }
-    case Op::cm_connect: {
-      core::CmConnect request;
-      daemon::get(in, request);
-      if (!in.done()) return false;
-      return opened(&Client::cm_ids, [&](core::Device& d, core::Time now) { return d.cm().connect(now, request); });
-    }
-    case Op::cm_resolve_service: {
-      core::CmServiceQuery query;
-      daemon::get(in, query);
-      if (!in.done()) return false;
-      return opened(&Client::cm_ids, [&](core::Device& d, core::Time now) { return d.cm().resolve_service(now, query); });
-    }
-    case Op::cm_accept: {
-      const auto id = in.get<std::uint32_t>();
-      core::CmAccept reply;
-      daemon::get(in, reply);
-      if (!in.done()) return false;
-      return on_id(id, [&](core::ConnectionManager& cm, core::Time now) { return cm.accept(now, id, reply); });
-    }
-    case Op::cm_answer_service: {
-      const auto id = in.get<std::uint32_t>();
-      core::CmServiceAnswer answer;
-      daemon::get(in, answer);
-      if (!in.done()) return false;
-      return on_id(id, [&](core::ConnectionManager& cm, core::Time now) { return cm.answer_service(now, id, answer); });
-    }
-    case Op::cm_ready:
-    case Op::cm_reject:
-    case Op::cm_disconnect: {
-      const auto id = in.get<std::uint32_t>();
-      in.get_vector(data, daemon::kMaxPrivateData);
-      if (!in.done()) return false;
-      return on_id(id, [&](core::ConnectionManager& cm, core::Time now) {
-        if (op == Op::cm_ready) return cm.ready(now, id, data);
-        if (op == Op::cm_reject) return cm.reject(now, id, data);
-        return cm.disconnect(now, id, data);
-      });
-    }
-    case Op::cm_destroy: {
-      const auto id = in.get<std::uint32_t>();
-      if (!in.done()) return false;
-      return on_id(id, [&](core::ConnectionManager& cm, core::Time now) {
-        cm.destroy(now, id);
-        std::lock_guard lock(mutex_);
-        c.cm_ids.erase(id);
-        return 0;
-      });
-    }
-    default:
-      return false;
+  in.get_vector(data, daemon::kMaxPrivateData);
+  if (!in.done()) return false;
+  return on_connection(c, id, out,
+                       [&](core::ConnectionManager& cm, core::Time now) { return (cm.*step)(now, id, data); });
+}
+
+bool DaemonServer::handle_cm_listen(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  const auto service_id = in.get<std::uint64_t>();
+  if (!in.done()) return false;
+  return open_cm(c, &Client::cm_listeners, out, [&](core::Device& d, core::Time) { return d.cm().listen(service_id); });
+}
+
+bool DaemonServer::handle_cm_stop_listening(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  const auto listener = in.get<std::uint32_t>();
+  if (!in.done()) return false;
+  int err = EINVAL;
+  if (owns(c, &Client::cm_listeners, listener)) {
+    err = host_.call([&](core::Device& d, core::Time now) { return d.cm().stop_listening(now, listener); });
+    forget(c, &Client::cm_listeners, listener);
   }
+  put_status(out, err);
+  return true;
+}
+
+bool DaemonServer::handle_cm_connect(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  core::CmConnect request;
+  daemon::get(in, request);
+  if (!in.done()) return false;
+  return open_cm(c, &Client::cm_ids, out,
+                 [&](core::Device& d, core::Time now) { return d.cm().connect(now, request); });
+}
+
+bool DaemonServer::handle_cm_resolve_service(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  core::CmServiceQuery query;
+  daemon::get(in, query);
+  if (!in.done()) return false;
+  return open_cm(c, &Client::cm_ids, out,
+                 [&](core::Device& d, core::Time now) { return d.cm().resolve_service(now, query); });
+}
+
+bool DaemonServer::handle_cm_accept(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  const auto id = in.get<std::uint32_t>();
+  core::CmAccept reply;
+  daemon::get(in, reply);
+  if (!in.done()) return false;
+  return on_connection(c, id, out,
+                       [&](core::ConnectionManager& cm, core::Time now) { return cm.accept(now, id, reply); });
+}
+
+bool DaemonServer::handle_cm_answer_service(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  const auto id = in.get<std::uint32_t>();
+  core::CmServiceAnswer answer;
+  daemon::get(in, answer);
+  if (!in.done()) return false;
+  return on_connection(c, id, out,
+                       [&](core::ConnectionManager& cm, core::Time now) { return cm.answer_service(now, id, answer); });
+}
+
+bool DaemonServer::handle_cm_ready(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  return private_data_step(c, in, out, &core::ConnectionManager::ready);
+}
+
+bool DaemonServer::handle_cm_reject(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  return private_data_step(c, in, out, &core::ConnectionManager::reject);
+}
+
+bool DaemonServer::handle_cm_disconnect(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  return private_data_step(c, in, out, &core::ConnectionManager::disconnect);
+}
+
+bool DaemonServer::handle_cm_destroy(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  const auto id = in.get<std::uint32_t>();
+  if (!in.done()) return false;
+  return on_connection(c, id, out, [&](core::ConnectionManager& cm, core::Time now) {
+    cm.destroy(now, id);
+    forget(c, &Client::cm_ids, id);
+    return 0;
+  });
 }
 
 void DaemonServer::release_cm(Client& c) {

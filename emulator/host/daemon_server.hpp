@@ -104,10 +104,80 @@ class DaemonServer final : private WorkSource {
   void admit(int fd);
   void serve(Client& client);
   // Handles one request, with the descriptor that came with it (a request that keeps it sets
-  // `passed` to -1); false when the message is malformed (the client is dropped).
+  // `passed` to -1); false when the message is malformed or names no op (the client is dropped).
   bool handle(Client& client, std::span<const std::uint8_t> request, int& passed, std::vector<std::uint8_t>& reply);
-  // The connection manager's requests (daemon_cm_requests.cpp), on the same terms as handle().
-  bool handle_cm(Client& client, daemon::Op op, daemon::Reader& in, daemon::Writer& out);
+  // One op's handler, found by handle() in its table (daemon_requests.cpp): reads the op's
+  // arguments from `in`, runs it and writes the reply to `out`, on the same terms as handle().
+  using Handler = bool (DaemonServer::*)(Client& client, daemon::Reader& in, daemon::Writer& out, int& passed);
+  // PDs, CQs, SRQs, AHs and QPs (daemon_object_requests.cpp).
+  bool handle_alloc_pd(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_dealloc_pd(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_create_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_drain_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_destroy_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_resize_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_poll_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_req_notify_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_create_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_modify_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_query_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_destroy_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_create_ah(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_destroy_ah(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_create_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_modify_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_query_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_destroy_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // MRs and MWs (daemon_memory_requests.cpp).
+  bool handle_reg_mr(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_rereg_mr(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_dereg_mr(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_alloc_mw(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_dealloc_mw(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_bind_mw(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // Posts and the work ring (daemon_post_requests.cpp).
+  bool handle_post_send(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_post_recv(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_post_srq_recv(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_attach_work_ring(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_queue_room(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // The connection manager (daemon_cm_requests.cpp).
+  bool handle_cm_listen(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_stop_listening(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_connect(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_resolve_service(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_accept(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_answer_service(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_ready(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_reject(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_disconnect(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_cm_destroy(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // What the handlers share. Whether the client owns a handle, taking and dropping it (under
+  // mutex_, as events read the sets); MRs and MWs by key, kept by key index (daemon_requests.cpp).
+  using Handles = std::unordered_set<std::uint32_t> Client::*;
+  using Keys = std::unordered_map<std::uint32_t, std::uint32_t> Client::*;
+  bool owns(Client& client, Handles set, std::uint32_t handle);
+  void adopt(Client& client, Handles set, std::uint32_t handle);
+  void forget(Client& client, Handles set, std::uint32_t handle);
+  bool owns_key(Client& client, Keys set, std::uint32_t key);
+  void adopt_key(Client& client, Keys set, std::uint32_t key);
+  void forget_key(Client& client, Keys set, std::uint32_t key);
+  // The tagged address (ProcessMemory::tag) of the client's memory at `addr` when the daemon can
+  // reach it, else none with `err` (daemon_memory_requests.cpp).
+  std::optional<std::uint64_t> reachable(Client& client, std::uint64_t addr, std::uint64_t length, int& err);
+  // Counts `n` WRs posted to `qpn`'s send (`queue` 0) or receive queue (1) in the client's `taken`
+  // (daemon_post_requests.cpp).
+  void count_taken(Client& client, std::uint32_t qpn, int queue, std::size_t n);
+  // Runs `open` on the engine and adopts the CM handle it opens into `set`, then replies with it
+  // (daemon_cm_requests.cpp).
+  template <class Open>
+  bool open_cm(Client& client, Handles set, daemon::Writer& out, Open open);
+  // Runs `step` on one of the client's connections and replies with its errno.
+  template <class Step>
+  bool on_connection(Client& client, std::uint32_t id, daemon::Writer& out, Step step);
+  // RTU, REJ or DREQ (`step`) on one of the client's connections, with the request's private data.
+  using PrivateDataStep = int (core::ConnectionManager::*)(core::Time, std::uint32_t, std::span<const std::uint8_t>);
+  bool private_data_step(Client& client, daemon::Reader& in, daemon::Writer& out, PrivateDataStep step);
   void release(Client& client);  // destroys what the client created
   void release_cm(Client& client);  // ends its connections (DREQ or REJ) and listeners
   void send_event(std::uint32_t cq);
