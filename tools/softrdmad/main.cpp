@@ -147,12 +147,14 @@ std::vector<std::string> split_words(const std::string& s) {
   return words;
 }
 
-}  // namespace
+using namespace softrdma;
 
-int main(int argc, char** argv) {
-  using namespace softrdma;
-  host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier (emulator/host/crc_setting.hpp)
-  Settings flags;
+// Each step of reading the options gives the exit status when the run ends there (--help, or a
+// usage error), none when softrdmad goes on.
+using Exit = std::optional<int>;
+
+// The command line's options, by name without "--", in `flags`.
+Exit read_command_line(int argc, char** argv, Settings& flags) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -172,35 +174,46 @@ int main(int argc, char** argv) {
     if (!takes_value(name) && name != "no-gso") return usage_error("unknown option '--" + name + "'");
     flags[name] = value;
   }
-  Settings settings;
+  return std::nullopt;
+}
+
+// The --config file's settings, if one is given, with the command line's `flags` over them.
+Exit read_settings(const Settings& flags, Settings& settings) {
   if (flags.count("config")) {
+    const std::string& path = flags.at("config");
     std::string error;
-    if (!read_config(flags["config"], settings, error)) return usage_error(error);
+    if (!read_config(path, settings, error)) return usage_error(error);
     for (const auto& [name, value] : settings) {
       if (name == "config" || (!takes_value(name) && name != "no-gso")) {
-        return usage_error("unknown setting '" + name + "' in " + flags["config"]);
+        return usage_error("unknown setting '" + name + "' in " + path);
       }
     }
   }
   for (const auto& [name, value] : flags) settings[name] = value;
+  return std::nullopt;
+}
 
-  host::HostConfig config;
-  host::ProcessMemory memory;
-  config.memory = &memory;
-  if (settings.count("ip")) config.ip = settings["ip"];
-  if (settings.count("capture")) config.capture_path = settings["capture"];
+// The device's address, capture, faults and GSO.
+Exit configure_device(const Settings& settings, host::HostConfig& config) {
+  if (settings.count("ip")) config.ip = settings.at("ip");
+  if (settings.count("capture")) config.capture_path = settings.at("capture");
   if (settings.count("faults")) {
-    net::FaultParse parsed = net::parse_faults(settings["faults"]);
-    if (!parsed.plan) return usage_error("--faults '" + settings["faults"] + "': " + parsed.error);
+    net::FaultParse parsed = net::parse_faults(settings.at("faults"));
+    if (!parsed.plan) return usage_error("--faults '" + settings.at("faults") + "': " + parsed.error);
     config.faults = parsed.plan;
   }
   if (settings.count("no-gso")) {
-    if (settings["no-gso"] != "true" && settings["no-gso"] != "false") return usage_error("no-gso is true or false");
-    config.udp_gso = settings["no-gso"] == "false";
+    const std::string& no_gso = settings.at("no-gso");
+    if (no_gso != "true" && no_gso != "false") return usage_error("no-gso is true or false");
+    config.udp_gso = no_gso == "false";
   }
-  host::DaemonOptions options;
+  return std::nullopt;
+}
+
+// Where clients attach, who may, and how long they get at shutdown.
+Exit configure_serving(const Settings& settings, host::DaemonOptions& options) {
   if (settings.count("socket")) {
-    options.socket_path = settings["socket"];
+    options.socket_path = settings.at("socket");
   } else {
     const host::RuntimeDir dir = host::create_runtime_dir();
     if (!dir.error.empty()) return usage_error(dir.error + " (or give --socket)");
@@ -209,7 +222,7 @@ int main(int argc, char** argv) {
   if (settings.count("group")) {
     // A name first, then a number (as chown does): a group that exists only as a gid, e.g. one
     // handed out by a container runtime, can still be given.
-    const std::string& name = settings["group"];
+    const std::string& name = settings.at("group");
     if (const group* g = ::getgrnam(name.c_str())) {
       options.group = g->gr_gid;
     } else if (const std::optional<unsigned> gid = parse_unsigned(name); gid && *gid != static_cast<gid_t>(-1)) {
@@ -219,65 +232,114 @@ int main(int argc, char** argv) {
     }
   }
   if (settings.count("shutdown-grace")) {
-    const std::optional<unsigned> ms = parse_unsigned(settings["shutdown-grace"]);
+    const std::optional<unsigned> ms = parse_unsigned(settings.at("shutdown-grace"));
     if (!ms) return usage_error("--shutdown-grace takes milliseconds");
     options.shutdown_grace = std::chrono::milliseconds(*ms);
   }
-  const std::string backend = settings.count("backend") ? settings["backend"] : "udp";
-  if (backend == "dpdk") {
-    net::DpdkConfig dpdk;
-    if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 or IPv6 address)");
-    dpdk.ip = settings["ip"];
-    if (const auto slash = dpdk.ip.find('/'); slash != std::string::npos) {
-      dpdk.prefix_len = parse_unsigned(dpdk.ip.substr(slash + 1));
-      if (!dpdk.prefix_len) return usage_error("--ip '" + dpdk.ip + "': the prefix after '/' is a number of bits");
-      dpdk.ip.resize(slash);
-    }
-    if (settings.count("gateway")) {
-      if (!dpdk.prefix_len) return usage_error("--gateway needs --ip ADDRESS/PREFIX (which addresses are on the link)");
-      dpdk.gateway = settings["gateway"];
-    }
-    if (!net::parse_gid(dpdk.ip)) return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 or IPv6 address");
-    dpdk.eal_args = split_words(settings.count("eal") ? settings["eal"] : "");
-    if (settings.count("dpdk-port")) {
-      const std::optional<unsigned> port = parse_unsigned(settings["dpdk-port"]);
-      if (!port || *port > UINT16_MAX) return usage_error("--dpdk-port takes a port number");
-      dpdk.port = static_cast<std::uint16_t>(*port);
-    }
-    if (settings.count("dpdk-mac")) {
-      dpdk.mac = wire::parse_mac(settings["dpdk-mac"]);
-      if (!dpdk.mac || ((*dpdk.mac)[0] & 1) != 0)  // the I/G bit: a group address names no one port
-        return usage_error("--dpdk-mac takes a unicast MAC like 02:00:00:00:00:01");
-    }
-    if (settings.count("dpdk-queues")) {
-      const std::optional<unsigned> n = parse_unsigned(settings["dpdk-queues"]);
-      if (!n || *n == 0 || *n > 1024)  // ethdev's RTE_MAX_QUEUES_PER_PORT
-        return usage_error("--dpdk-queues takes 1 to 1024");
-      dpdk.queues = static_cast<std::uint16_t>(*n);
-    }
-    if (settings.count("poll-interval")) {
-      const std::optional<unsigned> us = parse_unsigned(settings["poll-interval"]);
-      if (!us || *us == 0) return usage_error("--poll-interval takes microseconds (at least 1)");
-      dpdk.poll_interval_ns = std::uint64_t{*us} * 1000;
-    }
-    config.open_backend = [dpdk] { return net::DpdkBackend::open(dpdk); };
-  } else if (backend != "udp") {
-    return usage_error("--backend is udp or dpdk");
-  } else if (std::any_of(std::begin(kDpdkOnly), std::end(kDpdkOnly),
-                         [&](std::string_view option) { return settings.count(std::string(option)) != 0; })) {
+  return std::nullopt;
+}
+
+// The dpdk backend's port, from --ip and the dpdk-only options.
+Exit configure_dpdk(const Settings& settings, host::HostConfig& config) {
+  net::DpdkConfig dpdk;
+  if (!settings.count("ip")) return usage_error("--backend dpdk needs --ip (the device's IPv4 or IPv6 address)");
+  dpdk.ip = settings.at("ip");
+  if (const auto slash = dpdk.ip.find('/'); slash != std::string::npos) {
+    dpdk.prefix_len = parse_unsigned(dpdk.ip.substr(slash + 1));
+    if (!dpdk.prefix_len) return usage_error("--ip '" + dpdk.ip + "': the prefix after '/' is a number of bits");
+    dpdk.ip.resize(slash);
+  }
+  if (settings.count("gateway")) {
+    if (!dpdk.prefix_len) return usage_error("--gateway needs --ip ADDRESS/PREFIX (which addresses are on the link)");
+    dpdk.gateway = settings.at("gateway");
+  }
+  if (!net::parse_gid(dpdk.ip)) return usage_error("--ip '" + dpdk.ip + "' is not an IPv4 or IPv6 address");
+  dpdk.eal_args = split_words(settings.count("eal") ? settings.at("eal") : "");
+  if (settings.count("dpdk-port")) {
+    const std::optional<unsigned> port = parse_unsigned(settings.at("dpdk-port"));
+    if (!port || *port > UINT16_MAX) return usage_error("--dpdk-port takes a port number");
+    dpdk.port = static_cast<std::uint16_t>(*port);
+  }
+  if (settings.count("dpdk-mac")) {
+    dpdk.mac = wire::parse_mac(settings.at("dpdk-mac"));
+    if (!dpdk.mac || ((*dpdk.mac)[0] & 1) != 0)  // the I/G bit: a group address names no one port
+      return usage_error("--dpdk-mac takes a unicast MAC like 02:00:00:00:00:01");
+  }
+  if (settings.count("dpdk-queues")) {
+    const std::optional<unsigned> n = parse_unsigned(settings.at("dpdk-queues"));
+    if (!n || *n == 0 || *n > 1024)  // ethdev's RTE_MAX_QUEUES_PER_PORT
+      return usage_error("--dpdk-queues takes 1 to 1024");
+    dpdk.queues = static_cast<std::uint16_t>(*n);
+  }
+  if (settings.count("poll-interval")) {
+    const std::optional<unsigned> us = parse_unsigned(settings.at("poll-interval"));
+    if (!us || *us == 0) return usage_error("--poll-interval takes microseconds (at least 1)");
+    dpdk.poll_interval_ns = std::uint64_t{*us} * 1000;
+  }
+  config.open_backend = [dpdk] { return net::DpdkBackend::open(dpdk); };
+  return std::nullopt;
+}
+
+// The backend the device runs on: udp, or a DPDK port; the dpdk-only options only with dpdk.
+Exit configure_backend(const Settings& settings, const std::string& backend, host::HostConfig& config) {
+  if (backend == "dpdk") return configure_dpdk(settings, config);
+  if (backend != "udp") return usage_error("--backend is udp or dpdk");
+  if (std::any_of(std::begin(kDpdkOnly), std::end(kDpdkOnly),
+                  [&](std::string_view option) { return settings.count(std::string(option)) != 0; })) {
     return usage_error("--eal, --gateway and the --dpdk-* and --poll-interval options need --backend dpdk");
-  } else if (config.ip && config.ip->find('/') != std::string::npos) {
+  }
+  if (config.ip && config.ip->find('/') != std::string::npos) {
     return usage_error("--ip takes a prefix with --backend dpdk only (for udp the kernel routes)");
   }
+  return std::nullopt;
+}
 
-  // SIGTERM and SIGINT are taken by sigwait below, in this thread only: blocked before any
-  // thread starts, so every thread inherits the mask.
+// SIGTERM and SIGINT, blocked in the calling thread for wait_for_stop's sigwait: blocked before
+// any thread starts, so every thread inherits the mask and none takes them instead.
+sigset_t block_stop_signals() {
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
 
+// `softrdma stats` reads every device's endpoint in the runtime directory: the daemon's device
+// is one more, with every client's QPs. None (and a line in the log) when it cannot open one.
+std::unique_ptr<host::StatsEndpoint> open_stats(host::EmbeddedHost& device, host::ProcessMemory& memory) {
+  std::unique_ptr<host::StatsEndpoint> stats;
+  const host::RuntimeDir dir = host::create_runtime_dir();
+  std::string error = dir.error;
+  if (error.empty()) {
+    stats = host::StatsEndpoint::open(
+        dir.path,
+        [h = &device, &memory] {
+          host::StatsReport report = host::report_of(*h, "softrdmad", "srdma0");
+          // Under the engine's lock, which guards ProcessMemory's counters.
+          report.dma = h->call([&memory](core::Device&, core::Time) { return memory.counters(); });
+          return host::to_json(report);
+        },
+        error);
+  }
+  if (!stats) std::fprintf(stderr, "softrdmad: 'softrdma stats' cannot see this device: %s\n", error.c_str());
+  return stats;
+}
+
+// Waits for SIGTERM or SIGINT, then flushes the clients' work, tells them the device is gone
+// and stops the device (the daemon's --help describes it).
+void wait_for_stop(const sigset_t& stop_signals, host::DaemonServer& server, host::EmbeddedHost& device) {
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::fprintf(stderr, "softrdmad: %s: shutting down (%zu clients)\n", strsignal(signal_number), server.client_count());
+  server.shutdown();
+  device.stop();
+}
+
+// Starts the device and serves its clients until a stop signal; the exit status.
+int run(const host::HostConfig& config, host::ProcessMemory& memory, const host::DaemonOptions& options,
+        const std::string& backend) {
+  const sigset_t stop_signals = block_stop_signals();
   host::HostStart started = host::EmbeddedHost::start(config);
   if (!started.host) {
     std::fprintf(stderr, "softrdmad: cannot start the device: %s\n", started.error.c_str());
@@ -288,32 +350,31 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
     return 1;
   }
-  // `softrdma stats` reads every device's endpoint in the runtime directory: the daemon's device
-  // is one more, with every client's QPs.
-  std::unique_ptr<host::StatsEndpoint> stats;
-  {
-    const host::RuntimeDir dir = host::create_runtime_dir();
-    std::string error = dir.error;
-    if (error.empty()) {
-      stats = host::StatsEndpoint::open(
-          dir.path,
-          [h = started.host.get(), &memory] {
-            host::StatsReport report = host::report_of(*h, "softrdmad", "srdma0");
-            report.dma = h->call([&memory](core::Device&, core::Time) { return memory.counters(); });  // under the engine's lock
-            return host::to_json(report);
-          },
-          error);
-    }
-    if (!stats) std::fprintf(stderr, "softrdmad: 'softrdma stats' cannot see this device: %s\n", error.c_str());
-  }
+  const std::unique_ptr<host::StatsEndpoint> stats = open_stats(*started.host, memory);
   std::fprintf(stderr, "softrdmad: srdma0 on %s (%s backend), serving %s (pid %d)\n", started.host->address().c_str(),
                backend.c_str(), options.socket_path.c_str(), static_cast<int>(::getpid()));
-
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
-  std::fprintf(stderr, "softrdmad: %s: shutting down (%zu clients)\n", strsignal(signal_number),
-               served.server->client_count());
-  served.server->shutdown();
-  started.host->stop();
+  wait_for_stop(stop_signals, *served.server, *started.host);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace softrdma;
+  host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier (emulator/host/crc_setting.hpp)
+  Settings flags;
+  if (const Exit exit = read_command_line(argc, argv, flags)) return *exit;
+  Settings settings;
+  if (const Exit exit = read_settings(flags, settings)) return *exit;
+
+  host::ProcessMemory memory;
+  host::HostConfig config;
+  config.memory = &memory;
+  if (const Exit exit = configure_device(settings, config)) return *exit;
+  host::DaemonOptions options;
+  if (const Exit exit = configure_serving(settings, options)) return *exit;
+  const std::string backend = settings.count("backend") ? settings.at("backend") : "udp";
+  if (const Exit exit = configure_backend(settings, backend, config)) return *exit;
+
+  return run(config, memory, options, backend);
 }
