@@ -30,6 +30,7 @@ bool get_wrs(daemon::Reader& in, std::vector<Wr>& wrs) {
 }  // namespace
 
 void DaemonServer::count_taken(Client& c, std::uint32_t qpn, int queue, std::size_t n) {
+  if (n == 0) return;  // nothing taken: no entry (a QP number the client made up among them)
   std::lock_guard lock(mutex_);
   c.taken[qpn][static_cast<std::size_t>(queue)] += static_cast<std::uint32_t>(n);
 }

@@ -82,6 +82,7 @@ enum class Op : std::uint32_t {
   cm_resolve_service,
   cm_answer_service,
   cm_destroy,
+  end_of_ops,  // not an op: one past the last, so that the daemon's handler table covers each
 };
 
 struct Hello {

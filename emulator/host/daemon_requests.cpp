@@ -19,9 +19,6 @@ using daemon::Op;
 
 namespace {
 
-// The protocol's last op (daemon_protocol.hpp): the table has room for every op up to it.
-constexpr Op kLastOp = Op::cm_destroy;
-
 // The key index of an MR or MW (Device keeps both in one table, key = index << 8 | key byte).
 std::uint32_t index_of(std::uint32_t key) { return key >> 8; }
 
@@ -29,9 +26,19 @@ std::uint32_t index_of(std::uint32_t key) { return key >> 8; }
 
 bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int& passed,
                           std::vector<std::uint8_t>& reply) {
-  static constexpr auto kHandlers = [] {
-    std::array<Handler, static_cast<std::size_t>(kLastOp) + 1> table{};
-    auto set = [&](Op op, Handler handler) { table[static_cast<std::size_t>(op)] = handler; };
+  constexpr std::size_t kOps = static_cast<std::size_t>(Op::end_of_ops);
+  // Which entries are set is kept beside the pointers: comparing a member function pointer
+  // with null is not a constant expression under -fsanitize.
+  struct Table {
+    std::array<Handler, kOps> handlers{};
+    std::array<bool, kOps> set{};
+  };
+  static constexpr Table kTable = [] {
+    Table table;
+    auto set = [&](Op op, Handler handler) {
+      table.handlers[static_cast<std::size_t>(op)] = handler;
+      table.set[static_cast<std::size_t>(op)] = true;
+    };
     set(Op::alloc_pd, &DaemonServer::handle_alloc_pd);
     set(Op::dealloc_pd, &DaemonServer::handle_dealloc_pd);
     set(Op::reg_mr, &DaemonServer::handle_reg_mr);
@@ -75,8 +82,8 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
   }();
   static_assert(
       [] {
-        for (std::size_t op = static_cast<std::size_t>(Op::alloc_pd); op < kHandlers.size(); ++op) {
-          if (kHandlers[op] == nullptr) return false;
+        for (std::size_t op = static_cast<std::size_t>(Op::alloc_pd); op < kOps; ++op) {
+          if (!kTable.set[op]) return false;
         }
         return true;
       }(),
@@ -86,8 +93,8 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
   daemon::Writer out(reply);
   const auto op = static_cast<std::size_t>(in.get<Op>());
   // A number that names no op (or a message too short to hold one) is not a request.
-  if (op >= kHandlers.size() || kHandlers[op] == nullptr) return false;
-  return (this->*kHandlers[op])(c, in, out, passed);
+  if (op >= kOps || !kTable.set[op]) return false;
+  return (this->*kTable.handlers[op])(c, in, out, passed);
 }
 
 bool DaemonServer::owns(Client& c, Handles set, std::uint32_t handle) {

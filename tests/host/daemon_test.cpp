@@ -510,7 +510,7 @@ TEST_CASE("daemon: a request that names no op drops the connection that sent it"
   Daemon d("127.83.86.1");
   Client good(d);
   // Below the first op, just past the last, the largest, and a message too short to name one.
-  const std::uint32_t past_last = static_cast<std::uint32_t>(host::daemon::Op::cm_destroy) + 1;
+  const std::uint32_t past_last = static_cast<std::uint32_t>(host::daemon::Op::end_of_ops);
   const std::vector<std::vector<std::uint8_t>> requests = {
       {0, 0, 0, 0}, {static_cast<std::uint8_t>(past_last), 0, 0, 0}, {0xff, 0xff, 0xff, 0xff}, {1, 0}};
   for (const std::vector<std::uint8_t>& request : requests) {
