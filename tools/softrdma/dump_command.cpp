@@ -72,10 +72,11 @@ void print(const Options& o, Record& r) {
   std::puts((o.json ? r.to_json() : r.to_text()).c_str());
 }
 
-}  // namespace
+// Each step of reading the command line gives the exit status when the run ends there (--help,
+// or a usage error), none when the dump goes on.
+using Exit = std::optional<int>;
 
-int dump_main(int argc, char** argv) {
-  Options o;
+Exit parse_options(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     if (!std::strcmp(a, "--check")) {
@@ -112,82 +113,75 @@ int dump_main(int argc, char** argv) {
     std::fprintf(stderr, "softrdma dump: --peer needs --follow\n");
     return 2;
   }
+  return std::nullopt;
+}
 
+// The capture, if it can be read and holds Ethernet frames; else a line on stderr.
+std::optional<net::PcapReader> open_capture(const Options& o) {
   std::string error;
   auto reader = net::PcapReader::open(o.file, error);
   if (!reader) {
     std::fprintf(stderr, "softrdma dump: cannot read %s: %s\n", o.file, error.c_str());
-    return 2;
+    return std::nullopt;
   }
   if (reader->link_type() != net::kLinkEthernet) {
     std::fprintf(stderr, "softrdma dump: %s: link type %d is not Ethernet; only Ethernet captures are decoded\n", o.file,
                  reader->link_type());
-    return 2;
+    return std::nullopt;
   }
-  if (o.follow) return follow_dump({*o.follow, o.peer, o.json, o.check, o.file}, *reader);
+  return reader;
+}
 
-  Summary s;
-  std::uint64_t first_ns = 0;
-  IwarpCaptureDecoder iwarp;
-  while (auto pkt = reader->next()) {
-    ++s.packets;
-    if (s.packets == 1) first_ns = pkt->time_ns;
-    char t[32];
-    std::snprintf(t, sizeof t, "%.6f", static_cast<double>(pkt->time_ns - first_ns) / 1e9);
-    const auto start = [&] {
-      Record r;
-      r.number("frame", s.packets).text("time", t);
-      return r;
-    };
-
-    // A TCP segment may complete iWARP frames; they are numbered by the segment that holds
-    // their last byte, as tshark numbers them.
-    bool printed = false;
-    iwarp.add_frame(s.packets, *pkt, [&](const IwarpCaptureFrame& f) {
-      Record r = start();
-      describe_iwarp(f, r);
-      ++s.iwarp;
-      if (f.item.kind == wire::iwarp::MpaItemKind::error) {
-        ++s.malformed;
-        ++s.malformed_by_error[std::string(wire::name(f.item.error))];
-      } else if (f.item.kind == wire::iwarp::MpaItemKind::fpdu && f.item.fpdu.crc_checked) {
-        ++(f.item.fpdu.crc_ok ? s.mpa_crc_ok : s.mpa_crc_bad);
-      }
-      print(o, r);
-      printed = true;
-    });
-
-    Record r = start();
-    const RoceJudgement j = judge_roce(*pkt);
-    switch (j.kind) {
-      case FrameKind::roce:
-        ++s.roce;
-        ++(j.icrc_ok ? s.icrc_ok : s.icrc_bad);
-        describe_roce(*j.frame, r);
-        break;
-      case FrameKind::other:
-        if (printed) continue;  // its iWARP frames were the line
-        ++s.other;
-        r.text("kind", "other");
-        break;
-      case FrameKind::truncated:
-        ++s.truncated;
-        r.text("kind", "truncated").number("caplen", pkt->data.size()).number("wirelen", pkt->original_length);
-        break;
-      case FrameKind::malformed:
-        ++s.malformed;
-        ++s.malformed_by_error[std::string(wire::name(j.error))];
-        r.text("kind", "malformed").text("error", std::string(wire::name(j.error)));
-        break;
+// The iWARP frames a TCP segment completes, one line each; whether there was any. They are
+// numbered by the segment that holds their last byte, as tshark numbers them.
+bool print_iwarp_frames(const Options& o, IwarpCaptureDecoder& iwarp, const net::CapturedPacket& pkt,
+                        const Record& start, Summary& s) {
+  bool printed = false;
+  iwarp.add_frame(s.packets, pkt, [&](const IwarpCaptureFrame& f) {
+    Record r = start;
+    describe_iwarp(f, r);
+    ++s.iwarp;
+    if (f.item.kind == wire::iwarp::MpaItemKind::error) {
+      ++s.malformed;
+      ++s.malformed_by_error[std::string(wire::name(f.item.error))];
+    } else if (f.item.kind == wire::iwarp::MpaItemKind::fpdu && f.item.fpdu.crc_checked) {
+      ++(f.item.fpdu.crc_ok ? s.mpa_crc_ok : s.mpa_crc_bad);
     }
     print(o, r);
-  }
-  if (!reader->error().empty()) {
-    std::fprintf(stderr, "softrdma dump: %s: read error after %llu packets: %s\n", o.file,
-                 static_cast<unsigned long long>(s.packets), reader->error().c_str());
-    return 2;
-  }
+    printed = true;
+  });
+  return printed;
+}
 
+// The frame's line as RoCE judges it, unless it is neither RoCE nor anything else wrong and its
+// iWARP frames were its line already.
+void print_roce_frame(const Options& o, const net::CapturedPacket& pkt, Record r, bool iwarp_printed, Summary& s) {
+  const RoceJudgement j = judge_roce(pkt);
+  switch (j.kind) {
+    case FrameKind::roce:
+      ++s.roce;
+      ++(j.icrc_ok ? s.icrc_ok : s.icrc_bad);
+      describe_roce(*j.frame, r);
+      break;
+    case FrameKind::other:
+      if (iwarp_printed) return;
+      ++s.other;
+      r.text("kind", "other");
+      break;
+    case FrameKind::truncated:
+      ++s.truncated;
+      r.text("kind", "truncated").number("caplen", pkt.data.size()).number("wirelen", pkt.original_length);
+      break;
+    case FrameKind::malformed:
+      ++s.malformed;
+      ++s.malformed_by_error[std::string(wire::name(j.error))];
+      r.text("kind", "malformed").text("error", std::string(wire::name(j.error)));
+      break;
+  }
+  print(o, r);
+}
+
+void print_summary(const Options& o, const Summary& s) {
   Record sum;
   sum.text("summary", o.file)
       .number("packets", s.packets)
@@ -202,10 +196,43 @@ int dump_main(int argc, char** argv) {
       .number("malformed", s.malformed);
   for (const auto& [err, n] : s.malformed_by_error) sum.number("malformed_" + err, n);
   print(o, sum);
+}
 
+// One line per frame, then the summary; the exit status.
+int dump_all(const Options& o, net::PcapReader& reader) {
+  Summary s;
+  std::uint64_t first_ns = 0;
+  IwarpCaptureDecoder iwarp;
+  while (auto pkt = reader.next()) {
+    ++s.packets;
+    if (s.packets == 1) first_ns = pkt->time_ns;
+    char t[32];
+    std::snprintf(t, sizeof t, "%.6f", static_cast<double>(pkt->time_ns - first_ns) / 1e9);
+    Record start;
+    start.number("frame", s.packets).text("time", t);
+    const bool iwarp_printed = print_iwarp_frames(o, iwarp, *pkt, start, s);
+    print_roce_frame(o, *pkt, start, iwarp_printed, s);
+  }
+  if (!reader.error().empty()) {
+    std::fprintf(stderr, "softrdma dump: %s: read error after %llu packets: %s\n", o.file,
+                 static_cast<unsigned long long>(s.packets), reader.error().c_str());
+    return 2;
+  }
+  print_summary(o, s);
   for (const std::string& note : iwarp.notes()) std::fprintf(stderr, "softrdma dump: %s: %s\n", o.file, note.c_str());
   const bool bad = s.malformed > 0 || s.icrc_bad > 0 || s.mpa_crc_bad > 0;
   return o.check && bad ? 1 : 0;
+}
+
+}  // namespace
+
+int dump_main(int argc, char** argv) {
+  Options o;
+  if (const Exit exit = parse_options(argc, argv, o)) return *exit;
+  std::optional<net::PcapReader> reader = open_capture(o);
+  if (!reader) return 2;
+  if (o.follow) return follow_dump({*o.follow, o.peer, o.json, o.check, o.file}, *reader);
+  return dump_all(o, *reader);
 }
 
 }  // namespace softrdma::dump
