@@ -83,7 +83,15 @@ if [[ ! -s $W/out/initrd.img || ! -s $W/out/vmlinuz ]]; then
 	"$RXE" build >"$W.build.log" 2>&1 || skip "the guest image could not be built (log: $W.build.log)"
 fi
 STARTED_GUEST=0
-if ! "$RXE" status 2>/dev/null | grep -q '^A: pid'; then
+# A guest kept up by an earlier run is reused; `status` reads its pid file, which outlives a
+# guest that died with its machine, so the pid must also be alive.
+guest_alive() {
+	local pid
+	pid=$("$RXE" status 2>/dev/null | sed -n 's/^A: pid \([0-9]*\).*/\1/p')
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+}
+if ! guest_alive; then
+	"$RXE" down >/dev/null 2>&1
 	"$RXE" up A >"$W.up.log" 2>&1 || { "$RXE" down >/dev/null 2>&1; skip "guest A did not boot (log: $W.up.log)"; }
 	STARTED_GUEST=1
 fi
