@@ -11,10 +11,6 @@
 
 using namespace test;
 using namespace test::timeline;
-using core::QpState;
-using core::WcOpcode;
-using core::WcStatus;
-using core::WrOpcode;
 
 TEST_CASE("requester: a sequence error NAK for the middle packet resends from it (go-back-N)", "[timeline][requester]") {
   Timeline tl;

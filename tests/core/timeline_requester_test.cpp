@@ -13,10 +13,6 @@
 
 using namespace test;
 using namespace test::timeline;
-using core::QpState;
-using core::WcOpcode;
-using core::WcStatus;
-using core::WrOpcode;
 
 TEST_CASE("requester: a 3-packet SEND is FIRST/MIDDLE/LAST, AckReq on the last, its ACK completes it", "[timeline][requester]") {
   Timeline tl;

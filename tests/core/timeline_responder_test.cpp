@@ -12,10 +12,6 @@
 
 using namespace test;
 using namespace test::timeline;
-using core::QpState;
-using core::WcOpcode;
-using core::WcStatus;
-using core::WrOpcode;
 
 TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1), without AckReq none", "[timeline][responder]") {
   Timeline tl;

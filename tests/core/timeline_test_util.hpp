@@ -14,6 +14,12 @@
 
 namespace test::timeline {
 
+// The engine's names every timeline file speaks in.
+using core::QpState;
+using core::WcOpcode;
+using core::WcStatus;
+using core::WrOpcode;
+
 inline constexpr Time kT10 = 4'194'304;  // the local ACK timeout for timeout = 10, in ns
 static_assert(core::ack_timeout(10) == kT10);
 static_assert(core::rnr_delay(0) == 655'360'000);
@@ -33,7 +39,7 @@ inline core::SendWr remote(core::SendWr w, std::uint64_t va = kRemoteVa) {
   return w;
 }
 
-inline void check_wc(const core::Wc& wc, std::uint64_t id, core::WcStatus status) {
+inline void check_wc(const core::Wc& wc, std::uint64_t id, WcStatus status) {
   INFO("wr_id " << wc.wr_id << " status " << int(wc.status));
   CHECK(wc.wr_id == id);
   CHECK(wc.status == status);

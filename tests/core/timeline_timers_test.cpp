@@ -10,10 +10,6 @@
 
 using namespace test;
 using namespace test::timeline;
-using core::QpState;
-using core::WcOpcode;
-using core::WcStatus;
-using core::WrOpcode;
 
 TEST_CASE("requester: no answer resends after exactly 4.096 us << timeout, retry_cnt times, then RETRY_EXC_ERR", "[timeline][requester][timeout]") {
   Config c;
