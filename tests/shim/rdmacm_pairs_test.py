@@ -550,8 +550,7 @@ def drive(argv, cases, run, doc, prefix, free_pair=free_loopback_pair):
     args = argv[1:]
     by_name = {c.name: c for c in cases}
     by_name.update({f"daemon.{c.name}": c for c in cases if c.on_daemon})
-    by_name.update({f"{prefix}{c.name}": c for prefix in VETH_PREFIXES for c in cases
-                    if prefix in getattr(c, "veth", ())})
+    by_name.update({f"{prefix}{c.name}": c for prefix in VETH_PREFIXES for c in cases if prefix in c.veth})
     if args == ["--list"]:
         print("\n".join(by_name))
         return 0
