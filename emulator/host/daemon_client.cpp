@@ -50,6 +50,7 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   const ssize_t n = sent ? receive_with_fd(fd, reply.data(), reply.size(), doorbell) : -1;
   Reader in(std::span<const std::uint8_t>(reply.data(), n > 0 ? static_cast<std::size_t>(n) : 0));
   const auto err = in.get<std::int32_t>();
+  const auto limits = in.get<core::MulticastLimits>();
   if (!in.ok() || err != 0) {
     ::close(fd);
     ::close(pair[0]);
@@ -61,7 +62,8 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   ucred cred{};
   socklen_t len = sizeof cred;
   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-  std::unique_ptr<DaemonClient> client(new DaemonClient(fd, pair[0], cred.pid, std::string(rest.begin(), rest.end())));
+  std::unique_ptr<DaemonClient> client(
+      new DaemonClient(fd, pair[0], cred.pid, limits, std::string(rest.begin(), rest.end())));
   client->events_thread_ = std::thread([c = client.get()] { c->read_events(); });
   client->attach_work_ring(doorbell);
   return {std::move(client), {}};
@@ -83,8 +85,10 @@ void DaemonClient::attach_work_ring(int doorbell) {
   if (fd >= 0) ::close(fd);
 }
 
-DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address)
-    : fd_(fd), events_fd_(events_fd), daemon_pid_(daemon_pid), address_(std::move(address)),
+DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, core::MulticastLimits multicast_limits,
+                           std::string address)
+    : fd_(fd), events_fd_(events_fd), daemon_pid_(daemon_pid), multicast_limits_(multicast_limits),
+      address_(std::move(address)),
       reply_(daemon::kMaxMessage) {}
 
 DaemonClient::~DaemonClient() {
@@ -207,6 +211,10 @@ int DaemonClient::rereg_mr(std::uint32_t lkey, const core::MrChange& change) {
 }
 
 int DaemonClient::dereg_mr(std::uint32_t lkey) { return simple(Op::dereg_mr, lkey); }
+
+int DaemonClient::attach_mcast(std::uint32_t qpn, const core::Gid& group) { return simple(Op::attach_mcast, qpn, group); }
+
+int DaemonClient::detach_mcast(std::uint32_t qpn, const core::Gid& group) { return simple(Op::detach_mcast, qpn, group); }
 
 core::Expected<std::uint32_t> DaemonClient::alloc_mw(std::uint32_t pd, int type) {
   return create<std::uint32_t>(Op::alloc_mw, [&](Writer& out) {

@@ -95,9 +95,13 @@ class DaemonClient final : public DeviceLink {
   int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) override;
   void cm_destroy(std::uint32_t id) override;
   void set_cm_handler(CmEventHandler on_cm) override;
+  // Multicast: the daemon's device's limits (from its greeting) and its groups.
+  core::MulticastLimits multicast_limits() const override { return multicast_limits_; }
+  int attach_mcast(std::uint32_t qpn, const core::Gid& group) override;
+  int detach_mcast(std::uint32_t qpn, const core::Gid& group) override;
 
  private:
-  DaemonClient(int fd, int events_fd, pid_t daemon_pid, std::string address);
+  DaemonClient(int fd, int events_fd, pid_t daemon_pid, core::MulticastLimits multicast_limits, std::string address);
 
   // Sends the request `encode(Writer&)` writes after `op`, reads the reply and hands the
   // results (after the errno) to `decode(Reader&, int err)`; returns the reply's errno, or EIO
@@ -134,6 +138,7 @@ class DaemonClient final : public DeviceLink {
   int fd_ = -1;
   int events_fd_ = -1;  // our end of the event socket pair
   pid_t daemon_pid_ = 0;
+  core::MulticastLimits multicast_limits_;
   std::string address_;
   std::mutex mutex_;  // one request at a time; guards request_, reply_
   std::vector<std::uint8_t> request_;

@@ -1,4 +1,4 @@
-// softrdmad's requests for PDs, CQs, SRQs, AHs and QPs: each checks that the handles it names
+// softrdmad's requests for PDs, CQs, SRQs, AHs, QPs and QPs' multicast groups: each checks that the handles it names
 // are the client's (EINVAL for another's, daemon_requests.cpp), runs the verb on the engine,
 // and adds what it creates to the client's sets or drops what it destroys.
 #include <unistd.h>
@@ -236,6 +236,23 @@ bool DaemonServer::handle_destroy_qp(Client& c, daemon::Reader& in, daemon::Writ
     c.taken.erase(qpn);  // a QP that takes this QPN next counts from 0
   }
   put_status(out, err);
+  return true;
+}
+
+// A group joined through a QP is left when the QP is destroyed, by the client or by release().
+bool DaemonServer::handle_attach_mcast(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  return change_membership(c, in, out, &DeviceLink::attach_mcast);
+}
+
+bool DaemonServer::handle_detach_mcast(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
+  return change_membership(c, in, out, &DeviceLink::detach_mcast);
+}
+
+bool DaemonServer::change_membership(Client& c, daemon::Reader& in, daemon::Writer& out, Membership change) {
+  const auto qpn = in.get<std::uint32_t>();
+  const auto group = in.get<core::Gid>();
+  if (!in.done()) return false;
+  put_status(out, owns(c, &Client::qps, qpn) ? (link_.*change)(qpn, group) : EINVAL);
   return true;
 }
 

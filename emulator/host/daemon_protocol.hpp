@@ -25,10 +25,11 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 4;  // 2: shared-memory CQ rings; 3: work rings; 4: CM
+inline constexpr std::uint32_t kVersion = 5;  // 2: shared-memory CQ rings; 3: work rings; 4: CM; 5: multicast
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
-    sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19;
+    sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19 +
+    sizeof(core::MulticastLimits) * 23;
 // A request or reply never exceeds this; the client splits long WR lists to fit.
 inline constexpr std::size_t kMaxMessage = 64 * 1024;
 // An event message never exceeds this (a CM event carries its 256-byte MAD).
@@ -82,6 +83,9 @@ enum class Op : std::uint32_t {
   cm_resolve_service,
   cm_answer_service,
   cm_destroy,
+  // Multicast (DeviceLink::attach_mcast): u32 QPN, core::Gid group -> errno.
+  attach_mcast,
+  detach_mcast,
   end_of_ops,  // not an op: one past the last, so that the daemon's handler table covers each
 };
 
@@ -90,7 +94,8 @@ struct Hello {
   std::uint32_t version = kVersion;
   std::uint32_t layout = kLayout;
 };
-// Hello's reply: errno, then the device's address as text (the rest of the message), with the
+// Hello's reply: errno, then the device's core::MulticastLimits (all 0 where its backend joins
+// no groups), then its address as text (the rest of the message), with the
 // progress thread's doorbell eventfd attached (SCM_RIGHTS) for clients that post through a
 // work ring.
 

@@ -78,6 +78,8 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     set(Op::cm_resolve_service, &DaemonServer::handle_cm_resolve_service);
     set(Op::cm_answer_service, &DaemonServer::handle_cm_answer_service);
     set(Op::cm_destroy, &DaemonServer::handle_cm_destroy);
+    set(Op::attach_mcast, &DaemonServer::handle_attach_mcast);
+    set(Op::detach_mcast, &DaemonServer::handle_detach_mcast);
     return table;
   }();
   static_assert(

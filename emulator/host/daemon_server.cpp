@@ -212,6 +212,7 @@ void DaemonServer::serve(Client& c) {
     err = EUSERS;
   }
   out.put(static_cast<std::int32_t>(err));
+  out.put(host_.multicast_limits());
   reply.insert(reply.end(), host_.address().begin(), host_.address().end());
   const bool greeted = send_with_fd(c.fd, reply.data(), reply.size(), err == 0 ? host_.doorbell_fd() : -1);
   if (err == 0 && greeted && !shutting_down_.load()) {

@@ -109,7 +109,7 @@ class DaemonServer final : private WorkSource {
   // One op's handler, found by handle() in its table (daemon_requests.cpp): reads the op's
   // arguments from `in`, runs it and writes the reply to `out`, on the same terms as handle().
   using Handler = bool (DaemonServer::*)(Client& client, daemon::Reader& in, daemon::Writer& out, int& passed);
-  // PDs, CQs, SRQs, AHs and QPs (daemon_object_requests.cpp).
+  // PDs, CQs, SRQs, AHs, QPs and QPs' multicast groups (daemon_object_requests.cpp).
   bool handle_alloc_pd(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_dealloc_pd(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_create_cq(Client&, daemon::Reader&, daemon::Writer&, int&);
@@ -128,6 +128,10 @@ class DaemonServer final : private WorkSource {
   bool handle_modify_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_query_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_destroy_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_attach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_detach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
+  using Membership = int (DeviceLink::*)(std::uint32_t qpn, const core::Gid& group);
+  bool change_membership(Client&, daemon::Reader&, daemon::Writer&, Membership change);
   // MRs and MWs (daemon_memory_requests.cpp).
   bool handle_reg_mr(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_rereg_mr(Client&, daemon::Reader&, daemon::Writer&, int&);

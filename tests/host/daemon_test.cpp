@@ -20,8 +20,10 @@
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/daemon_server.hpp"
 #include "emulator/host/daemon_socket.hpp"
+#include "emulator/net/udp_gid.hpp"
 #include "tests/host/daemon_fixture.hpp"
 #include "tests/host/host_fixture.hpp"
+#include "wire/ib_headers.hpp"
 
 namespace {
 
@@ -529,4 +531,75 @@ TEST_CASE("daemon: a request that names no op drops the connection that sent it"
   }
   CHECK(eventually([&] { return d.server->client_count() == 1; }));
   good.check_write_to_itself(gid_of(d), 12);
+}
+
+namespace {
+
+// A UD QP of `c`'s through INIT, RTR and RTS with `q_key` (IBTA vol. 1 s10.3.1: UD takes no path).
+std::uint32_t ud_qp_of(Client& c, std::uint32_t q_key) {
+  const std::uint32_t qp = c.create_qp(core::QpType::ud);
+  using namespace core::qp_attr;
+  core::QpAttr a;
+  a.port_num = 1;
+  a.qkey = q_key;
+  for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
+                                std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
+    a.qp_state = to;
+    REQUIRE(c.link->modify_qp(qp, a, mask) == 0);
+  }
+  return qp;
+}
+
+}  // namespace
+
+TEST_CASE("daemon: a client's UD QP joins a group, hears another client's SEND to it, and leaves when the client goes",
+          "[daemon][multicast]") {
+  Daemon d("127.83.87.1");
+  const core::Gid group = softrdma::net::parse_gid("239.83.87.1").value();
+  constexpr std::uint32_t kQkey = 0x11223344;
+  auto member = std::make_unique<Client>(d);
+  Client sender(d);
+  // The daemon's device's limits, as its greeting carried them.
+  CHECK(member->link->multicast_limits().max_groups == d.host->multicast_limits().max_groups);
+  CHECK(member->link->multicast_limits().max_groups > 0);
+
+  const std::uint32_t heard = ud_qp_of(*member, kQkey), speaks = ud_qp_of(sender, kQkey);
+  CHECK(sender.link->attach_mcast(heard, group) == EINVAL);  // another client's QP
+  REQUIRE(member->link->attach_mcast(heard, group) == 0);
+  core::AddressVector av;
+  av.dgid = group;
+  const auto ah = sender.link->create_ah(sender.pd, av);
+  REQUIRE(ah.ok());
+  const auto send_to_group = [&](std::uint64_t id) {
+    core::SendWr w = make_wr(core::WrOpcode::send, id, {sender.sge(0, 100)});
+    w.ah = *ah;
+    w.remote_qpn = wire::kMulticastQpn;
+    w.remote_qkey = kQkey;
+    sender.post(speaks, w);
+    REQUIRE(sender.wait(1)[0].status == core::WcStatus::success);
+  };
+
+  core::RecvWr r;
+  r.wr_id = 9;
+  r.sg_list = {member->sge(0, 40 + 100)};  // the GRH first (IBTA vol. 1 s11.4.1.1)
+  std::size_t posted = 0;
+  REQUIRE(member->link->post_recv(heard, std::span(&r, 1), posted) == 0);
+  fill_pattern(sender.buffer, 0, 100, 13);
+  send_to_group(1);
+  const core::Wc wc = member->wait(1)[0];
+  CHECK(wc.wr_id == 9);
+  CHECK(wc.byte_len == 40 + 100);
+  CHECK(wc.src_qp == speaks);
+  CHECK(std::equal(sender.buffer.begin(), sender.buffer.begin() + 100, member->buffer.begin() + 40));
+  CHECK(d.host->stats().device.mcast_rcvd == 1);
+
+  REQUIRE(member->link->detach_mcast(heard, group) == 0);
+  CHECK(member->link->detach_mcast(heard, group) == EINVAL);  // attached no more
+  REQUIRE(member->link->attach_mcast(heard, group) == 0);
+  member.reset();  // the client goes with its QP attached: the device leaves the group
+  CHECK(eventually([&] { return d.server->client_count() == 1; }));
+  send_to_group(2);
+  std::this_thread::sleep_for(200ms);
+  CHECK(d.host->stats().device.mcast_rcvd == 1);
+  CHECK(d.host->stats().device.mcast_dropped == 0);  // nothing came: the socket left the group
 }

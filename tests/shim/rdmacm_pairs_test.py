@@ -22,8 +22,8 @@ then take the kernel's UDP path both ways instead of loopback.
 mckey pairs are a receiver and a sender of one multicast group (239.77.X.Y, chosen per run),
 each bound to its own address; mckey.ipv6 runs in a network namespace of its own, where the
 two devices sit on the ends of a veth pair (NETNS6_ADDR), since IPv6 multicast does not work
-on loopback, and its group is ff0e::77:40:1. Multicast has no daemon variant: softrdmad
-serves no groups.
+on loopback, and its group is ff0e::77:40:1. Their daemon variants put receiver and sender on
+one softrdmad, whose device hears the group for the receiver's QP.
 
 A case passes when, within its timeout, both programs exit 0 (a server that never exits on
 its own, cmtime's and qperf's, must still be running when the client is done and is then
@@ -193,7 +193,7 @@ def mckey(name, sender_args=(), netns=False):
     done = [r"^data transfers complete$", r"^test complete$", r"^return status 0$"]
     return Case(name, ["mckey", "-m", "{G}", "-b", "{S}"], ["mckey", "-m", "{G}", "-s", "-b", "{C}", *sender_args],
                 [joined, r"^receiving data transfers$", *done], [joined, r"^initiating data transfers$", *done],
-                ready=r"^mckey: joined dgid", daemon=False, netns=netns)
+                ready=r"^mckey: joined dgid", netns=netns)
 
 
 # perftest -R and qperf -cm1 resolve the server's name for IPv4 only (their getaddrinfo hints
@@ -426,9 +426,9 @@ def wait_ready(case, server, port, deadline):
 
 
 def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=False):
-    if case.netns and not os.environ.get(INSIDE_NETNS):
-        return run_in_namespace(case.name, case.name, NETNS6_ADDR, softrdma, timeout, case.timeout)
     name = f"daemon.{case.name}" if on_daemon else case.name
+    if case.netns and not os.environ.get(INSIDE_NETNS):
+        return run_in_namespace(name, name, NETNS6_ADDR, softrdma, timeout, case.timeout)
     result = Outcome(name)
     for program in case.programs:
         if not os.path.exists(f"/usr/bin/{program}"):
