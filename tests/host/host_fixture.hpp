@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "emulator/host/embedded_host.hpp"
+#include "tests/net/eventually.hpp"
 
 namespace test {
 
@@ -35,17 +36,6 @@ inline host::HostConfig config_at(const std::string& ip) {
 }
 
 inline std::unique_ptr<host::EmbeddedHost> start_host(const std::string& ip) { return start_host(config_at(ip)); }
-
-// Waits until `done()` holds, for `limit` at most; returns whether it held.
-template <class F>
-bool eventually(F&& done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 struct Node {
   explicit Node(const std::string& ip, std::size_t buffer_bytes = 4 << 20) : Node(config_at(ip), buffer_bytes) {}
