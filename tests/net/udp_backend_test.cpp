@@ -3,10 +3,17 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/net/udp_backend.hpp"
 #include "emulator/net/udp_gid.hpp"
-#include "tests/host/host_fixture.hpp"
+#include "tests/net/eventually.hpp"
 #include "wire/ib_packet.hpp"
 #include "wire/icrc.hpp"
 #include "wire/opcode.hpp"
@@ -14,6 +21,7 @@
 namespace test {
 namespace {
 
+namespace core = softrdma::core;
 namespace net = softrdma::net;
 
 std::unique_ptr<net::UdpBackend> open_backend(const char* ip) {
