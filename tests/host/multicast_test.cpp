@@ -1,14 +1,13 @@
-// Multicast through kernel UDP sockets: the udp backend's group sockets (udp_groups.hpp) and
-// embedded hosts whose UD QPs attach to a group, on loopback addresses 127.77.40.x and groups
-// 239.77.40.x (each test case its own), and with IPv6 over a veth pair in a namespace.
-#include <poll.h>
+// Multicast through kernel UDP sockets: embedded hosts whose UD QPs attach to a group, on
+// loopback addresses 127.77.40.x and groups 239.77.40.x (each test case its own), and with IPv6
+// over a veth pair in a namespace. The udp backend's group sockets alone (udp_groups.hpp):
+// tests/net/udp_backend_test.cpp.
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "emulator/core/roce_headers.hpp"
 #include "emulator/net/udp_backend.hpp"
 #include "emulator/net/udp_gid.hpp"
 #include "tests/host/host_fixture.hpp"
@@ -25,78 +24,6 @@ core::Gid gid(const char* address) {
   const auto g = net::parse_gid(address);
   REQUIRE(g);
   return *g;
-}
-
-std::unique_ptr<net::UdpBackend> open_backend(const char* ip) {
-  net::UdpOpenResult r = net::UdpBackend::open(ip);
-  INFO(r.error);
-  REQUIRE(r.backend);
-  return std::move(r.backend);
-}
-
-core::TxPacket to_group(const net::UdpBackend& from, const core::Gid& group, std::uint8_t tag) {
-  core::TxPacket p;
-  p.route.src = from.local_gid();
-  p.route.dst = group;
-  p.route.src_port = from.local_port();
-  p.bytes.assign(64, tag);
-  return p;
-}
-
-// The packets `b` receives within `limit` (copied: the backend reuses its slots).
-std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> received(net::UdpBackend& b, std::size_t want,
-                                                                           std::chrono::milliseconds limit = 2s) {
-  std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> got;
-  eventually([&] {
-    for (const core::RxPacket& p : b.receive()) got.emplace_back(p, std::vector<std::uint8_t>(p.bytes.begin(), p.bytes.end()));
-    return got.size() >= want;
-  }, limit);
-  return got;
-}
-
-TEST_CASE("udp backend: a joined group's datagrams arrive with the group as their destination", "[udp][multicast]") {
-  auto a = open_backend("127.77.40.11");
-  auto b = open_backend("127.77.40.12");
-  const core::Gid group = gid("239.77.40.11");
-  CHECK(b->joins_groups());
-  CHECK(b->group_fd() == -1);  // nothing to wait on before a join
-  CHECK(b->join_group(gid("ff0e::77:40:11")) == EAFNOSUPPORT);  // an IPv4 socket hears no IPv6 group
-  REQUIRE(b->join_group(group) == 0);
-  CHECK(b->join_group(group) == 0);  // joined already
-  const int fd = b->group_fd();
-  REQUIRE(fd >= 0);
-
-  // Equal packets to one address would be one GSO datagram; to a group each goes alone.
-  std::vector<core::TxPacket> burst;
-  for (std::uint8_t i = 0; i < 4; ++i) burst.push_back(to_group(*a, group, i));
-  REQUIRE(a->send(burst) == 4);
-  CHECK(a->counters().tx_gso_datagrams == 0);
-  pollfd readable{fd, POLLIN, 0};
-  CHECK(poll(&readable, 1, 2000) == 1);  // the host's progress thread sleeps on this
-  const auto got = received(*b, 4);
-  REQUIRE(got.size() == 4);
-  for (std::uint8_t i = 0; i < 4; ++i) {
-    CHECK(got[i].first.dst_gid == group);
-    CHECK(got[i].first.src_gid == a->local_gid());
-    CHECK(got[i].first.src_port == a->local_port());
-    CHECK(got[i].second == std::vector<std::uint8_t>(64, i));
-  }
-  CHECK(received(*a, 1, 200ms).empty());  // the sender has not joined
-
-  // Two members on this machine each get a copy; the sender's own socket loops its to itself.
-  REQUIRE(a->join_group(group) == 0);
-  std::vector<core::TxPacket> one{to_group(*a, group, 9)};
-  REQUIRE(a->send(one) == 1);
-  CHECK(received(*a, 1).size() == 1);
-  CHECK(received(*b, 1).size() == 1);
-
-  REQUIRE(b->leave_group(group) == 0);
-  CHECK(b->leave_group(group) == EINVAL);
-  one = {to_group(*a, group, 10)};
-  REQUIRE(a->send(one) == 1);
-  CHECK(received(*a, 1).size() == 1);
-  CHECK(received(*b, 1, 200ms).empty());
-  CHECK(b->group_fd() == fd);  // the epoll set stays
 }
 
 std::uint32_t ud_qp(Node& n) {

@@ -1,9 +1,13 @@
 // The udp backend alone: bursts between two sockets, the addresses and ports a packet
-// arrives with, and packets it cannot route.
+// arrives with, packets it cannot route, and the datagrams of the multicast groups it joins
+// (udp_groups.hpp), on loopback addresses 127.83.3x.y and 127.77.40.x.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 
 #include <catch2/catch.hpp>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -23,6 +27,7 @@ namespace {
 
 namespace core = softrdma::core;
 namespace net = softrdma::net;
+using namespace std::chrono_literals;
 
 std::unique_ptr<net::UdpBackend> open_backend(const char* ip) {
   net::UdpOpenResult r = net::UdpBackend::open(ip);
@@ -40,13 +45,15 @@ core::TxPacket packet(const net::UdpBackend& from, const net::UdpBackend& to, st
   return p;
 }
 
-// Receives until `n` packets came (copied out: the backend reuses its slots).
-std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> receive(net::UdpBackend& b, std::size_t n) {
+// Receives until `n` packets came, for `limit` at most (copied out: the backend reuses its
+// slots).
+std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> receive(net::UdpBackend& b, std::size_t n,
+                                                                          std::chrono::milliseconds limit = 10s) {
   std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> got;
   eventually([&] {
     for (const core::RxPacket& p : b.receive()) got.emplace_back(p, std::vector<std::uint8_t>(p.bytes.begin(), p.bytes.end()));
     return got.size() >= n;
-  });
+  }, limit);
   return got;
 }
 
@@ -195,6 +202,66 @@ TEST_CASE("a GSO datagram holds at most the kernel's 64 segments", "[udp]") {
   CHECK(a->counters().tx_gso_datagrams == 1);  // 64 of 1016 bytes (65,024 of 65,507), then 1 alone
   CHECK(a->counters().tx_errors == 0);
   CHECK(receive(*b, 65).size() == 65);
+}
+
+core::Gid gid(const char* address) {
+  const auto g = net::parse_gid(address);
+  REQUIRE(g);
+  return *g;
+}
+
+core::TxPacket to_group(const net::UdpBackend& from, const core::Gid& group, std::uint8_t tag) {
+  core::TxPacket p;
+  p.route.src = from.local_gid();
+  p.route.dst = group;
+  p.route.src_port = from.local_port();
+  p.bytes.assign(64, tag);
+  return p;
+}
+
+TEST_CASE("udp backend: a joined group's datagrams arrive with the group as their destination", "[udp][multicast]") {
+  auto a = open_backend("127.77.40.11");
+  auto b = open_backend("127.77.40.12");
+  const core::Gid group = gid("239.77.40.11");
+  CHECK(b->joins_groups());
+  CHECK(b->group_fd() == -1);  // nothing to wait on before a join
+  CHECK(b->join_group(gid("ff0e::77:40:11")) == EAFNOSUPPORT);  // an IPv4 socket hears no IPv6 group
+  REQUIRE(b->join_group(group) == 0);
+  CHECK(b->join_group(group) == 0);  // joined already
+  const int fd = b->group_fd();
+  REQUIRE(fd >= 0);
+
+  // Equal packets to one address would be one GSO datagram; to a group each goes alone.
+  std::vector<core::TxPacket> burst;
+  for (std::uint8_t i = 0; i < 4; ++i) burst.push_back(to_group(*a, group, i));
+  REQUIRE(a->send(burst) == 4);
+  CHECK(a->counters().tx_gso_datagrams == 0);
+  pollfd readable{fd, POLLIN, 0};
+  CHECK(poll(&readable, 1, 2000) == 1);  // the host's progress thread sleeps on this
+  const auto got = receive(*b, 4);
+  REQUIRE(got.size() == 4);
+  for (std::uint8_t i = 0; i < 4; ++i) {
+    CHECK(got[i].first.dst_gid == group);
+    CHECK(got[i].first.src_gid == a->local_gid());
+    CHECK(got[i].first.src_port == a->local_port());
+    CHECK(got[i].second == std::vector<std::uint8_t>(64, i));
+  }
+  CHECK(receive(*a, 1, 200ms).empty());  // the sender has not joined
+
+  // Two members on this machine each get a copy; the sender's own socket loops its to itself.
+  REQUIRE(a->join_group(group) == 0);
+  std::vector<core::TxPacket> one{to_group(*a, group, 9)};
+  REQUIRE(a->send(one) == 1);
+  CHECK(receive(*a, 1).size() == 1);
+  CHECK(receive(*b, 1).size() == 1);
+
+  REQUIRE(b->leave_group(group) == 0);
+  CHECK(b->leave_group(group) == EINVAL);
+  one = {to_group(*a, group, 10)};
+  REQUIRE(a->send(one) == 1);
+  CHECK(receive(*a, 1).size() == 1);
+  CHECK(receive(*b, 1, 200ms).empty());
+  CHECK(b->group_fd() == fd);  // the epoll set stays
 }
 
 }  // namespace
