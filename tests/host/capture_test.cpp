@@ -1,16 +1,15 @@
-// SOFTRDMA_CAPTURE's stage (emulator/net/capture_stage.hpp): every packet a host sends and
-// receives, in a pcap file whose frames are whole RoCEv2 frames with a valid ICRC.
-#include <unistd.h>
-
+// SOFTRDMA_CAPTURE's stage (emulator/net/capture_stage.hpp) in a host: every packet a host
+// sends and receives, in a pcap file whose frames are whole RoCEv2 frames with a valid ICRC.
+// The stage alone, without a host: tests/net/capture_stage_test.cpp.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "emulator/core/roce_headers.hpp"
-#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/pcap_file.hpp"
 #include "tests/host/host_fixture.hpp"
+#include "tests/net/capture_files.hpp"
 #include "wire/inet_checksum.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -21,36 +20,10 @@ namespace net = softrdma::net;
 using core::WcStatus;
 using core::WrOpcode;
 
-std::string temp_path(const char* name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/softrdma-" + name + "-" + std::to_string(::getpid()) +
-         ".pcap";
-}
-
-struct Frames {
-  std::vector<std::vector<std::uint8_t>> data;
-  int link_type = -1;
-};
-
-Frames read_capture(const std::string& path) {
-  std::string error;
-  std::optional<net::PcapReader> reader = net::PcapReader::open(path, error);
-  INFO(path << ": " << error);
-  REQUIRE(reader);
-  Frames f;
-  f.link_type = reader->link_type();
-  while (const auto p = reader->next()) {
-    CHECK_FALSE(p->truncated());
-    f.data.emplace_back(p->data.begin(), p->data.end());
-  }
-  CHECK(reader->error().empty());
-  return f;
-}
-
 TEST_CASE("a capture holds every packet sent and received, as valid RoCEv2 frames", "[host][capture]") {
   const bool gso = GENERATE(true, false);
   INFO("UDP GSO " << (gso ? "on" : "off"));
-  const std::string path = temp_path("capture-rc");
+  const std::string path = temp_capture_path("capture-rc");
   host::HostConfig config = config_at("127.83.60.1");
   config.capture_path = path;
   config.udp_gso = gso;
@@ -131,61 +104,9 @@ TEST_CASE("a capture file that cannot be created stops the host from starting, w
   CHECK(full.error == "cannot write capture /dev/full: No space left on device");
 }
 
-TEST_CASE("the stage writes an IPv6 packet as the socket sends it, UDP checksum computed", "[capture][ipv6]") {
-  // The frame wire's builder makes for these endpoints, with the stage's MACs and hop limit.
-  const std::vector<std::uint8_t> data(300, 0x5A);
-  wire::RoceFrameRepr r;
-  wire::Ipv6Repr ip6;
-  ip6.src = {0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x01};
-  ip6.dst = {0xFD, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x02};
-  ip6.traffic_class = 0x28;
-  ip6.flow_label = 0x12345;
-  ip6.hop_limit = 17;
-  r.network = ip6;
-  r.src_port = wire::kRoceV2Port;
-  r.udp_checksum = wire::RoceFrameRepr::UdpChecksum::computed;
-  r.ib.dest_qp = 0x11;
-  r.ib.psn = 5;
-  r.ib.payload = data;
-  core::Endpoints e;
-  std::memcpy(e.src.data(), ip6.src.data(), 16);
-  std::memcpy(e.dst.data(), ip6.dst.data(), 16);
-  e.src_port = wire::kRoceV2Port;
-  e.traffic_class = ip6.traffic_class;
-  e.flow_label = ip6.flow_label;
-  e.hop_limit = ip6.hop_limit;
-  r.ethernet.src = net::mac_for(e.src);
-  r.ethernet.dst = net::mac_for(e.dst);
-  CHECK(r.ethernet.src == wire::MacAddress{0x02, 0, 0, 0, 0x12, 0x01});
-  std::vector<std::uint8_t> expected(r.buffer_len());
-  r.emit(expected.data());
-  const std::size_t ib_offset = wire::Ethernet::length + wire::Ipv6::length + wire::Udp::length;
-
-  const std::string path = temp_path("capture-v6");
-  {
-    net::CaptureOpen opened = net::CaptureStage::open(path);
-    REQUIRE(opened.stage);
-    core::TxPacket p{e, {expected.begin() + static_cast<std::ptrdiff_t>(ib_offset), expected.end()}};
-    opened.stage->record_tx({&p, 1});
-    opened.stage->flush();
-    CHECK(opened.stage->counters().frames_written == 1);
-    CHECK(opened.stage->counters().frames_dropped == 0);
-    // flush() waits for the writer thread: the frame is in the file before the stage closes.
-    const Frames f = read_capture(path);
-    REQUIRE(f.data.size() == 1);
-    CHECK(f.data[0] == expected);
-    const auto frame = wire::RoceFrame::check(f.data[0]);
-    REQUIRE(frame);
-    CHECK(frame->icrc_ok());
-    CHECK(wire::Udp::checksum::get(frame->udp_header().data()) != 0);
-  }
-  std::remove(path.c_str());
-}
-
-
 TEST_CASE("two QPs of one device talk through its loopback: no UDP, and the capture sees both directions",
           "[host][capture]") {
-  const std::string path = temp_path("capture-loopback");
+  const std::string path = temp_capture_path("capture-loopback");
   host::HostConfig config = config_at("127.83.62.1");
   config.capture_path = path;
   Node a(config);
