@@ -2,8 +2,6 @@
 // hosts on loopback, the sender capturing (SOFTRDMA_CAPTURE) and losing or duplicating its own
 // packets (SOFTRDMA_FAULTS). The capture stage sees packets after the fault stage, so what the
 // follow analysis flags must agree exactly with the engine's and the fault stage's counters.
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -13,6 +11,7 @@
 
 #include "emulator/net/pcap_file.hpp"
 #include "tests/host/host_fixture.hpp"
+#include "tests/net/capture_files.hpp"
 #include "tools/softrdma/conversation.hpp"
 #include "tools/softrdma/follow.hpp"
 #include "tools/softrdma/frame_judge.hpp"
@@ -25,12 +24,6 @@ using core::WrOpcode;
 using softrdma::dump::Direction;
 using softrdma::dump::DirectionSummary;
 using softrdma::dump::NakKind;
-
-std::string temp_path(const char* name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/softrdma-" + name + "-" + std::to_string(::getpid()) +
-         ".pcap";
-}
 
 host::HostConfig with_faults(const std::string& ip, const char* faults) {
   host::HostConfig c = config_at(ip);
@@ -99,7 +92,7 @@ RcOptions slow_timer() {
 }
 
 TEST_CASE("follow: under tx loss, the sender's capture shows its retransmissions, gaps and NAKs exactly", "[host][follow]") {
-  const std::string path = temp_path("follow-loss");
+  const std::string path = temp_capture_path("follow-loss");
   Node a(capturing("127.83.90.1", path, "tx.loss=4%,seed=21")), b("127.83.90.2");
   RcPair p(a, b, slow_timer());
   write_all(a, b, p);
@@ -129,7 +122,7 @@ TEST_CASE("follow: under tx loss, the sender's capture shows its retransmissions
 }
 
 TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and nothing a retransmission", "[host][follow]") {
-  const std::string path = temp_path("follow-dup");
+  const std::string path = temp_capture_path("follow-dup");
   Node a(capturing("127.83.91.1", path, "tx.dup=5%,seed=22")), b("127.83.91.2");
   RcPair p(a, b, slow_timer());
   write_all(a, b, p);
@@ -147,7 +140,7 @@ TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and n
 }
 
 TEST_CASE("follow: forced RNR NAKs are flagged with their kind, and the SENDs resent after them", "[host][follow]") {
-  const std::string path = temp_path("follow-rnr");
+  const std::string path = temp_capture_path("follow-rnr");
   host::HostConfig capture = config_at("127.83.94.1");
   capture.capture_path = path;
   Node a(capture), b(with_faults("127.83.94.2", "rnr=3"));  // b answers a's first 3 SENDs with RNR NAKs
@@ -171,7 +164,7 @@ TEST_CASE("follow: forced RNR NAKs are flagged with their kind, and the SENDs re
 }
 
 TEST_CASE("follow: under rx loss, READ responses missing from the requester's capture are READ gaps", "[host][follow]") {
-  const std::string path = temp_path("follow-read");
+  const std::string path = temp_capture_path("follow-read");
   Node a(capturing("127.83.92.1", path, "rx.loss=3%,seed=23")), b("127.83.92.2");
   RcPair p(a, b, slow_timer());
   constexpr int kReads = 16;
