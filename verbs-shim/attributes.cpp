@@ -25,11 +25,16 @@ std::uint64_t guid_be(const Guid& guid) {
 
 ibv_mtu mtu_enum(unsigned bytes) {
   switch (bytes) {
-    case 256: return IBV_MTU_256;
-    case 512: return IBV_MTU_512;
-    case 2048: return IBV_MTU_2048;
-    case 4096: return IBV_MTU_4096;
-    default: return IBV_MTU_1024;
+    case 256:
+      return IBV_MTU_256;
+    case 512:
+      return IBV_MTU_512;
+    case 2048:
+      return IBV_MTU_2048;
+    case 4096:
+      return IBV_MTU_4096;
+    default:
+      return IBV_MTU_1024;
   }
 }
 
@@ -77,7 +82,7 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::Multicas
   ibv_device_attr_ex a{};
   a.orig_attr = device_attr(id, mcast);
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
-  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;  // pyverbs' test_phys_port_cnt_ex compares them
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;        // pyverbs' test_phys_port_cnt_ex compares them
   return a;
 }
 
@@ -92,10 +97,10 @@ ibv_port_attr port_attr(const DeviceIdentity& id) {
   p.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   p.max_msg_sz = 1u << 31;  // IBTA's limit on one message
   p.pkey_tbl_len = lim.pkey_table_len;
-  p.max_vl_num = 1;       // VL0 only
-  p.active_width = 1;     // 1X
-  p.active_speed = 32;    // EDR: 1X EDR reads as 25 Gb/s
-  p.phys_state = 5;       // LinkUp
+  p.max_vl_num = 1;     // VL0 only
+  p.active_width = 1;   // 1X
+  p.active_speed = 32;  // EDR: 1X EDR reads as 25 Gb/s
+  p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
   p.flags = IBV_QPF_GRH_REQUIRED;  // RoCE: every address handle needs a GRH
   return p;

@@ -11,9 +11,9 @@ using softrdma::shim::unsupported_errno;
 using softrdma::shim::unsupported_minus1;
 using softrdma::shim::unsupported_null;
 
-#define SRDMA_COMPAT_1_0(ret, name, body)                                                    \
-  extern "C" SRDMA_COMPAT_ATTR(name, "IBVERBS_1.0") ret srdma_compat_1_0_##name(void);   \
-  SRDMA_COMPAT_VERSION(srdma_compat_1_0_##name, name, "IBVERBS_1.0")                       \
+#define SRDMA_COMPAT_1_0(ret, name, body)                                              \
+  extern "C" SRDMA_COMPAT_ATTR(name, "IBVERBS_1.0") ret srdma_compat_1_0_##name(void); \
+  SRDMA_COMPAT_VERSION(srdma_compat_1_0_##name, name, "IBVERBS_1.0")                   \
   ret srdma_compat_1_0_##name(void) { body; }
 
 #define SRDMA_COMPAT_1_0_NULL(name) SRDMA_COMPAT_1_0(void*, name, return unsupported_null<void>(#name "@IBVERBS_1.0"))
@@ -33,7 +33,8 @@ SRDMA_COMPAT_1_0_NULL(ibv_create_qp)
 SRDMA_COMPAT_1_0_NULL(ibv_create_ah)
 // ibv_get_device_guid returns a 64-bit value: 0 is "no GUID".
 SRDMA_COMPAT_1_0(std::uint64_t, ibv_get_device_guid,
-                 softrdma::shim::note_unsupported("ibv_get_device_guid@IBVERBS_1.0"); return 0)
+                 softrdma::shim::note_unsupported("ibv_get_device_guid@IBVERBS_1.0");
+                 return 0)
 
 // Returning an errno value.
 SRDMA_COMPAT_1_0_ERRNO(ibv_close_device)
@@ -66,7 +67,8 @@ SRDMA_COMPAT_1_0_VOID(ibv_ack_cq_events)
 
 // How providers registered themselves before rdma-core's private provider ABI. softrdma
 // loads no providers, so a registration is accepted and ignored.
-extern "C" SRDMA_COMPAT_ATTR(ibv_register_driver, "IBVERBS_1.1") void srdma_compat_1_1_ibv_register_driver(
-    const char* name, void* init_func);
+extern "C" SRDMA_COMPAT_ATTR(ibv_register_driver,
+                             "IBVERBS_1.1") void srdma_compat_1_1_ibv_register_driver(const char* name,
+                                                                                      void* init_func);
 SRDMA_COMPAT_VERSION(srdma_compat_1_1_ibv_register_driver, ibv_register_driver, "IBVERBS_1.1")
 void srdma_compat_1_1_ibv_register_driver(const char*, void*) {}

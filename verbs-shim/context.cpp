@@ -1,4 +1,6 @@
 // Opening and closing the device: the context the application holds.
+#include "verbs-shim/context.hpp"
+
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -7,7 +9,6 @@
 #include <new>
 #include <type_traits>
 
-#include "verbs-shim/context.hpp"
 #include "verbs-shim/host_link.hpp"
 
 namespace softrdma::shim {

@@ -12,26 +12,33 @@ constexpr bool same(A a, B b) {
 }
 
 // The engine's vocabulary carries libibverbs' numbers (verbs_types.hpp).
-static_assert(same(core::QpType::rc, IBV_QPT_RC) && same(core::QpType::uc, IBV_QPT_UC) && same(core::QpType::ud, IBV_QPT_UD));
-static_assert(same(core::QpState::sqd, IBV_QPS_SQD) && same(core::QpState::sqe, IBV_QPS_SQE) && same(core::QpState::err, IBV_QPS_ERR));
+static_assert(same(core::QpType::rc, IBV_QPT_RC) && same(core::QpType::uc, IBV_QPT_UC) &&
+              same(core::QpType::ud, IBV_QPT_UD));
+static_assert(same(core::QpState::sqd, IBV_QPS_SQD) && same(core::QpState::sqe, IBV_QPS_SQE) &&
+              same(core::QpState::err, IBV_QPS_ERR));
 static_assert(same(core::Mtu::mtu256, IBV_MTU_256) && same(core::Mtu::mtu4096, IBV_MTU_4096));
-static_assert(same(core::WrOpcode::rdma_write, IBV_WR_RDMA_WRITE) && same(core::WrOpcode::send_with_inv, IBV_WR_SEND_WITH_INV) &&
+static_assert(same(core::WrOpcode::rdma_write, IBV_WR_RDMA_WRITE) &&
+              same(core::WrOpcode::send_with_inv, IBV_WR_SEND_WITH_INV) &&
               same(core::WrOpcode::bind_mw, IBV_WR_BIND_MW) && same(core::WrOpcode::local_inv, IBV_WR_LOCAL_INV) &&
               same(core::WrOpcode::atomic_fetch_and_add, IBV_WR_ATOMIC_FETCH_AND_ADD));
 static_assert(same(core::send_flags::fence, IBV_SEND_FENCE) && same(core::send_flags::signaled, IBV_SEND_SIGNALED) &&
-              same(core::send_flags::solicited, IBV_SEND_SOLICITED) && same(core::send_flags::inline_data, IBV_SEND_INLINE));
-static_assert(same(core::access::local_write, IBV_ACCESS_LOCAL_WRITE) && same(core::access::remote_write, IBV_ACCESS_REMOTE_WRITE) &&
-              same(core::access::remote_read, IBV_ACCESS_REMOTE_READ) && same(core::access::remote_atomic, IBV_ACCESS_REMOTE_ATOMIC) &&
+              same(core::send_flags::solicited, IBV_SEND_SOLICITED) &&
+              same(core::send_flags::inline_data, IBV_SEND_INLINE));
+static_assert(same(core::access::local_write, IBV_ACCESS_LOCAL_WRITE) &&
+              same(core::access::remote_write, IBV_ACCESS_REMOTE_WRITE) &&
+              same(core::access::remote_read, IBV_ACCESS_REMOTE_READ) &&
+              same(core::access::remote_atomic, IBV_ACCESS_REMOTE_ATOMIC) &&
               same(core::access::mw_bind, IBV_ACCESS_MW_BIND) && same(core::access::zero_based, IBV_ACCESS_ZERO_BASED));
-static_assert(same(core::WcStatus::wr_flush_err, IBV_WC_WR_FLUSH_ERR) && same(core::WcStatus::retry_exc_err, IBV_WC_RETRY_EXC_ERR) &&
+static_assert(same(core::WcStatus::wr_flush_err, IBV_WC_WR_FLUSH_ERR) &&
+              same(core::WcStatus::retry_exc_err, IBV_WC_RETRY_EXC_ERR) &&
               same(core::WcStatus::general_err, IBV_WC_GENERAL_ERR));
 static_assert(same(core::WcOpcode::local_inv, IBV_WC_LOCAL_INV) && same(core::WcOpcode::recv, IBV_WC_RECV) &&
               same(core::WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM));
 static_assert(same(core::wc_flags::grh, IBV_WC_GRH) && same(core::wc_flags::with_imm, IBV_WC_WITH_IMM) &&
               same(core::wc_flags::with_inv, IBV_WC_WITH_INV));
 static_assert(same(core::qp_attr::state, IBV_QP_STATE) && same(core::qp_attr::av, IBV_QP_AV) &&
-              same(core::qp_attr::max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC) && same(core::qp_attr::dest_qpn, IBV_QP_DEST_QPN) &&
-              same(core::qp_attr::rate_limit, IBV_QP_RATE_LIMIT));
+              same(core::qp_attr::max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC) &&
+              same(core::qp_attr::dest_qpn, IBV_QP_DEST_QPN) && same(core::qp_attr::rate_limit, IBV_QP_RATE_LIMIT));
 static_assert(same(core::AsyncEventType::qp_last_wqe_reached, IBV_EVENT_QP_LAST_WQE_REACHED) &&
               same(core::AsyncEventType::srq_limit_reached, IBV_EVENT_SRQ_LIMIT_REACHED) &&
               same(core::AsyncEventType::sq_drained, IBV_EVENT_SQ_DRAINED));

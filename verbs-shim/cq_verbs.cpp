@@ -145,9 +145,7 @@ int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   return total;
 }
 
-int req_notify_cq_op(ibv_cq* cq, int solicited_only) {
-  return link().req_notify_cq(cq->handle, solicited_only != 0);
-}
+int req_notify_cq_op(ibv_cq* cq, int solicited_only) { return link().req_notify_cq(cq->handle, solicited_only != 0); }
 
 }  // namespace softrdma::shim
 
@@ -177,7 +175,7 @@ int srdma_default_ibv_destroy_cq(ibv_cq* cq) {
   if (cq == nullptr) return EINVAL;
   const int err = link().destroy_cq(cq->handle);
   if (err != 0) return err;  // EBUSY while a QP or SRQ uses it
-  untrack(cq);  // after this no event delivery can be using the pointer
+  untrack(cq);               // after this no event delivery can be using the pointer
   if (cq->channel != nullptr) hold_channel(cq->channel, -1);
   delete &cq_of(cq);
   return 0;

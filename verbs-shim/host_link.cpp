@@ -13,7 +13,6 @@
 #include "emulator/host/daemon_client.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_link.hpp"
-
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/process_stats.hpp"
 
@@ -157,7 +156,8 @@ BoundDevice start() {
     config.ip = preference().ip;
   }
   // SOFTRDMA_CAPTURE=FILE: a pcap of every packet (emulator/net/capture_stage.hpp); empty: off.
-  if (const char* capture = std::getenv("SOFTRDMA_CAPTURE"); capture != nullptr && *capture != '\0') config.capture_path = capture;
+  if (const char* capture = std::getenv("SOFTRDMA_CAPTURE"); capture != nullptr && *capture != '\0')
+    config.capture_path = capture;
   // SOFTRDMA_FAULTS="loss=1%,...,seed=N": seeded fault injection (emulator/net/fault_plan.hpp).
   if (const char* faults = std::getenv("SOFTRDMA_FAULTS"); faults != nullptr && *faults != '\0') {
     net::FaultParse parsed = net::parse_faults(faults);

@@ -26,7 +26,7 @@ struct BoundDevice {
   host::DeviceLink* link = nullptr;    // null when the device could not start
   host::EmbeddedHost* host = nullptr;  // in embedded mode: the host behind `link`
   DeviceIdentity identity;
-  std::string error;                   // then: one line saying why
+  std::string error;  // then: one line saying why
 };
 
 // Started once (thread-safe), and once more in a forked child.

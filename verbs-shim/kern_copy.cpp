@@ -1,10 +1,9 @@
 // Converters between the kernel's uverbs/SA structs and the verbs structs. rdma-core exports
 // them for librdmacm and providers; real librdmacm runs over this shim (verbs-abi.md §6), so
 // they are real field-by-field copies rather than stubs that would leave garbage behind.
+#include <infiniband/sa.h>
 #include <rdma/ib_user_sa.h>
 #include <rdma/ib_user_verbs.h>
-
-#include <infiniband/sa.h>
 
 #include <cstring>
 #include <type_traits>

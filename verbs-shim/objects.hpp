@@ -18,7 +18,7 @@ namespace softrdma::shim {
 // created on a parent domain belong to its PD. The allocators a parent domain carries are for
 // providers that place queues in application memory; the engine's queues are its own.
 struct Pd {
-  ibv_pd pd;  // first: the application holds &pd
+  ibv_pd pd;                    // first: the application holds &pd
   ibv_pd* parent_of = nullptr;  // for a parent domain: the PD it stands for
 };
 

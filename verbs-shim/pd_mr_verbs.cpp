@@ -132,7 +132,8 @@ SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length,
   return register_mr(pd, addr, length, iova, static_cast<unsigned>(access));
 }
 
-SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, unsigned int access) {
+SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova,
+                                      unsigned int access) {
   return register_mr(pd, addr, length, iova, access);
 }
 
@@ -212,9 +213,9 @@ ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
 int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   const ibv_mw_bind_info& info = bind->bind_info;
   const bool signaled = (bind->send_flags & IBV_SEND_SIGNALED) || qp_of(qp).sq_sig_all;
-  const auto rkey = link().bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr,
-                                   info.length, info.mw_access_flags,
-                                   signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
+  const auto rkey =
+      link().bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr, info.length,
+                     info.mw_access_flags, signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
   if (!rkey) return set_errno(rkey.error());
   mw->rkey = *rkey;
   return 0;

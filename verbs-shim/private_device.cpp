@@ -10,8 +10,10 @@ extern "C" __attribute__((visibility("default"))) const softrdma::shim::PrivateD
   static const PrivateDevice device = [&bound] {
     PrivateDevice d;
     d.link = bound.link;
-    if (bound.link != nullptr) d.address = bound.link->address().c_str();
-    else d.error = bound.error.c_str();
+    if (bound.link != nullptr)
+      d.address = bound.link->address().c_str();
+    else
+      d.error = bound.error.c_str();
     return d;
   }();
   return &device;

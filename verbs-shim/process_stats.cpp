@@ -68,7 +68,9 @@ void serve_stats(host::EmbeddedHost& h) {
   const host::RuntimeDir dir = host::create_runtime_dir();
   std::string error = dir.error;
   if (error.empty()) {
-    endpoint = host::StatsEndpoint::open(dir.path, [&h] { return host::to_json(process_report(h)); }, error).release();
+    endpoint = host::StatsEndpoint::open(
+                   dir.path, [&h] { return host::to_json(process_report(h)); }, error)
+                   .release();
   }
   if (endpoint == nullptr) {
     std::fprintf(stderr, "softrdma: 'softrdma stats' cannot see this process: %s\n", error.c_str());

@@ -14,8 +14,8 @@ namespace {
 
 // The ibv_wr_* operations the extended send API offers here: every operation of the engine.
 // TSO is for raw Ethernet QPs and ATOMIC_WRITE is an IBTA 1.5 addition the engine lacks.
-constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-                                   IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
+constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                                   IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                                    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
 
@@ -27,8 +27,8 @@ int check_create(const ibv_qp_init_attr_ex& attr) {
                                    IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr.comp_mask & ~kKnown) return EINVAL;
   if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) return EOPNOTSUPP;
-  if (attr.comp_mask & (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
-                        IBV_QP_INIT_ATTR_RX_HASH))
+  if (attr.comp_mask &
+      (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
     return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr.create_flags != 0) return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & ~kSendOps)) return EOPNOTSUPP;

@@ -21,7 +21,9 @@ const Gid* gid_at(const DeviceIdentity& id, std::uint64_t index) {
   return index < id.gids.size() ? &id.gids[index] : nullptr;
 }
 
-bool is_empty(const Gid& gid) { return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; }); }
+bool is_empty(const Gid& gid) {
+  return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
+}
 
 ibv_gid_entry gid_entry(const DeviceIdentity& id, std::uint32_t index) {
   ibv_gid_entry e{};
@@ -130,8 +132,8 @@ SRDMA_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* e
 // PRIVATE_34, but ibv_devinfo and pyverbs import it to print "RoCE v2" (verbs-abi.md §8.12).
 SRDMA_EXPORT int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, unsigned int index,
                                     ibv_gid_type_sysfs* type) {
-  const Gid* g = context != nullptr && type != nullptr && valid_port(port_num) ? gid_at(identity_of(context), index)
-                                                                                  : nullptr;
+  const Gid* g =
+      context != nullptr && type != nullptr && valid_port(port_num) ? gid_at(identity_of(context), index) : nullptr;
   if (g == nullptr || is_empty(*g)) {
     errno = EINVAL;
     return -1;

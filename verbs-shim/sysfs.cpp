@@ -25,7 +25,8 @@ std::string virtual_file(std::string_view file) {
   if (id == nullptr) return {};
   SysfsFacts facts{id->address, {}};
   char netdev[IF_NAMESIZE];
-  if (id->ifindex != 0 && ::if_indextoname(static_cast<unsigned>(id->ifindex), netdev) != nullptr) facts.netdev = netdev;
+  if (id->ifindex != 0 && ::if_indextoname(static_cast<unsigned>(id->ifindex), netdev) != nullptr)
+    facts.netdev = netdev;
   for (const SysfsFile& f : sysfs_files(facts)) {
     if (f.path == file && !f.path.ends_with('/')) return f.content;
   }

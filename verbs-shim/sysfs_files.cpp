@@ -28,7 +28,7 @@ std::vector<SysfsFile> sysfs_files(const SysfsFacts& facts) {
       {"node_type", "1: CA\n"},
       {"node_desc", std::string("softrdma ") + kDeviceName + "\n"},
       {"fw_ver", std::string(kFirmwareVersion) + "\n"},
-      {"board_id", "SOFTRDMA\n"},  // ibv_devinfo prints it
+      {"board_id", "SOFTRDMA\n"},    // ibv_devinfo prints it
       {"device/numa_node", "-1\n"},  // software: no node is nearer than another
       // What port_attr() says (a test keeps them together).
       {"ports/1/state", "4: ACTIVE\n"},
@@ -41,7 +41,8 @@ std::vector<SysfsFile> sysfs_files(const SysfsFacts& facts) {
     files.push_back({"node_guid", hex_groups(id.guid)});
     files.push_back({"sys_image_guid", hex_groups(id.guid)});
     // Empty entries read as the zero GID, as the kernel shows them.
-    for (std::size_t i = 0; i < id.gids.size(); ++i) files.push_back({"ports/1/gids/" + std::to_string(i), hex_groups(id.gids[i])});
+    for (std::size_t i = 0; i < id.gids.size(); ++i)
+      files.push_back({"ports/1/gids/" + std::to_string(i), hex_groups(id.gids[i])});
   }
   if (!facts.netdev.empty()) {
     files.push_back({"device/net/" + facts.netdev + "/", ""});

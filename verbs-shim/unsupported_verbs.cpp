@@ -15,8 +15,8 @@ SRDMA_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, std::uint64_t, std::size_t, std:
   return unsupported_null<ibv_mr>("ibv_reg_dmabuf_mr");
 }
 
-// Queue pairs: data-ordering guarantees and ECE. A bit mask of the guarantees; 0 promises nothing, which is rdma-core's answer too when the
-// provider cannot tell.
+// Queue pairs: data-ordering guarantees and ECE. A bit mask of the guarantees; 0 promises nothing, which is rdma-core's
+// answer too when the provider cannot tell.
 SRDMA_EXPORT int ibv_query_qp_data_in_order(ibv_qp*, ibv_wr_opcode, std::uint32_t) { return 0; }
 SRDMA_EXPORT int ibv_set_ece(ibv_qp*, ibv_ece*) { return unsupported_errno("ibv_set_ece"); }
 SRDMA_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) { return unsupported_errno("ibv_query_ece"); }

@@ -51,7 +51,7 @@ int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, std::size_
 
 // Declares `srdma_default_NAME` with exactly the type verbs.h gives NAME (so the compiler
 // checks the definition against the real prototype) and binds it as NAME@@NODE.
-#define SRDMA_DEFAULT_VERSION(name, node)                                                    \
+#define SRDMA_DEFAULT_VERSION(name, node)                                                           \
   extern "C" SRDMA_EXPORT SRDMA_SYMVER_ATTR(#name "@@" node) decltype(::name) srdma_default_##name; \
   SRDMA_SYMVER_ASM(srdma_default_##name, #name "@@" node)
 

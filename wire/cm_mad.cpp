@@ -388,7 +388,7 @@ void emit_sidr_rep(const CmSidrRep& m, std::uint8_t* d) {
 
 // The attribute of each CmMessage alternative, in the variant's order.
 constexpr std::array<CmAttr, std::variant_size_v<CmMessage>> kAttributes{
-    CmAttr::req, CmAttr::mra, CmAttr::rej, CmAttr::rep, CmAttr::rtu,
+    CmAttr::req,  CmAttr::mra,  CmAttr::rej,      CmAttr::rep,      CmAttr::rtu,
     CmAttr::dreq, CmAttr::drep, CmAttr::sidr_req, CmAttr::sidr_rep,
 };
 
@@ -398,7 +398,7 @@ Result<CmMad> parse_cm_mad(std::span<const std::uint8_t> mad) {
   if (mad.size() < kMadLength) return Error::truncated;
   if (mad.size() > kMadLength) return Error::bad_length;  // s13.4.2: a MAD is 256 bytes
   const std::uint8_t* p = mad.data();
-  if (Mad::base_version::get(p) != kMadBaseVersion) return Error::bad_version;  // s13.4.2
+  if (Mad::base_version::get(p) != kMadBaseVersion) return Error::bad_version;   // s13.4.2
   if (Mad::mgmt_class::get(p) != kCmClass) return Error::unsupported_class;      // s13.4.4
   if (Mad::class_version::get(p) != kCmClassVersion) return Error::bad_version;  // ch. 12.6
 
@@ -416,18 +416,37 @@ Result<CmMad> parse_cm_mad(std::span<const std::uint8_t> mad) {
   const std::uint8_t* d = p + Mad::length;
   Result<CmMessage> m = Error::unsupported_attribute;
   switch (static_cast<CmAttr>(out.header.attribute_id)) {
-    case CmAttr::req: m = parse_req(d); break;
-    case CmAttr::mra: m = parse_mra(d); break;
-    case CmAttr::rej: m = parse_rej(d); break;
-    case CmAttr::rep: m = parse_rep(d); break;
-    case CmAttr::rtu: m = parse_ids_only<CmRtu>(d); break;
-    case CmAttr::dreq: m = parse_dreq(d); break;
-    case CmAttr::drep: m = parse_ids_only<CmDrep>(d); break;
-    case CmAttr::sidr_req: m = parse_sidr_req(d); break;
-    case CmAttr::sidr_rep: m = parse_sidr_rep(d); break;
+    case CmAttr::req:
+      m = parse_req(d);
+      break;
+    case CmAttr::mra:
+      m = parse_mra(d);
+      break;
+    case CmAttr::rej:
+      m = parse_rej(d);
+      break;
+    case CmAttr::rep:
+      m = parse_rep(d);
+      break;
+    case CmAttr::rtu:
+      m = parse_ids_only<CmRtu>(d);
+      break;
+    case CmAttr::dreq:
+      m = parse_dreq(d);
+      break;
+    case CmAttr::drep:
+      m = parse_ids_only<CmDrep>(d);
+      break;
+    case CmAttr::sidr_req:
+      m = parse_sidr_req(d);
+      break;
+    case CmAttr::sidr_rep:
+      m = parse_sidr_rep(d);
+      break;
     case CmAttr::class_port_info:
     case CmAttr::lap:
-    case CmAttr::apr: break;
+    case CmAttr::apr:
+      break;
   }
   if (!m) return m.error();
   out.message = *m;
@@ -452,14 +471,22 @@ void emit_cm_mad(const CmMad& mad, std::span<std::uint8_t, kMadLength> out) {
   std::visit(
       [d](const auto& m) {
         using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, CmReq>) emit_req(m, d);
-        else if constexpr (std::is_same_v<M, CmMra>) emit_mra(m, d);
-        else if constexpr (std::is_same_v<M, CmRej>) emit_rej(m, d);
-        else if constexpr (std::is_same_v<M, CmRep>) emit_rep(m, d);
-        else if constexpr (std::is_same_v<M, CmDreq>) emit_dreq(m, d);
-        else if constexpr (std::is_same_v<M, CmSidrReq>) emit_sidr_req(m, d);
-        else if constexpr (std::is_same_v<M, CmSidrRep>) emit_sidr_rep(m, d);
-        else emit_ids_only(m, d);  // RTU, DREP
+        if constexpr (std::is_same_v<M, CmReq>)
+          emit_req(m, d);
+        else if constexpr (std::is_same_v<M, CmMra>)
+          emit_mra(m, d);
+        else if constexpr (std::is_same_v<M, CmRej>)
+          emit_rej(m, d);
+        else if constexpr (std::is_same_v<M, CmRep>)
+          emit_rep(m, d);
+        else if constexpr (std::is_same_v<M, CmDreq>)
+          emit_dreq(m, d);
+        else if constexpr (std::is_same_v<M, CmSidrReq>)
+          emit_sidr_req(m, d);
+        else if constexpr (std::is_same_v<M, CmSidrRep>)
+          emit_sidr_rep(m, d);
+        else
+          emit_ids_only(m, d);  // RTU, DREP
       },
       mad.message);
 }
@@ -468,18 +495,30 @@ CmAttr attribute_of(const CmMessage& m) { return kAttributes[m.index()]; }
 
 std::string_view name(CmAttr a) {
   switch (a) {
-    case CmAttr::class_port_info: return "ClassPortInfo";
-    case CmAttr::req: return "REQ";
-    case CmAttr::mra: return "MRA";
-    case CmAttr::rej: return "REJ";
-    case CmAttr::rep: return "REP";
-    case CmAttr::rtu: return "RTU";
-    case CmAttr::dreq: return "DREQ";
-    case CmAttr::drep: return "DREP";
-    case CmAttr::sidr_req: return "SIDR_REQ";
-    case CmAttr::sidr_rep: return "SIDR_REP";
-    case CmAttr::lap: return "LAP";
-    case CmAttr::apr: return "APR";
+    case CmAttr::class_port_info:
+      return "ClassPortInfo";
+    case CmAttr::req:
+      return "REQ";
+    case CmAttr::mra:
+      return "MRA";
+    case CmAttr::rej:
+      return "REJ";
+    case CmAttr::rep:
+      return "REP";
+    case CmAttr::rtu:
+      return "RTU";
+    case CmAttr::dreq:
+      return "DREQ";
+    case CmAttr::drep:
+      return "DREP";
+    case CmAttr::sidr_req:
+      return "SIDR_REQ";
+    case CmAttr::sidr_rep:
+      return "SIDR_REP";
+    case CmAttr::lap:
+      return "LAP";
+    case CmAttr::apr:
+      return "APR";
   }
   return "";
 }

@@ -21,12 +21,12 @@
 
 namespace wire {
 
-inline constexpr std::size_t kMadLength = 256;              // IBTA vol. 1 s13.4.2: every MAD is 256 bytes
-inline constexpr std::uint8_t kMadBaseVersion = 1;          // s13.4.2: BaseVersion
-inline constexpr std::uint8_t kCmClass = 0x07;              // s13.4.4 management class: Communication Management
-inline constexpr std::uint8_t kCmClassVersion = 2;          // the CM class version (ch. 12.6)
-inline constexpr std::uint32_t kGsiQpn = 1;                 // ch. 13.5: QP1 is the General Services Interface
-inline constexpr std::uint32_t kGsiQkey = 0x80010000;       // ch. 13.5: QP1's well-known Q_Key
+inline constexpr std::size_t kMadLength = 256;         // IBTA vol. 1 s13.4.2: every MAD is 256 bytes
+inline constexpr std::uint8_t kMadBaseVersion = 1;     // s13.4.2: BaseVersion
+inline constexpr std::uint8_t kCmClass = 0x07;         // s13.4.4 management class: Communication Management
+inline constexpr std::uint8_t kCmClassVersion = 2;     // the CM class version (ch. 12.6)
+inline constexpr std::uint32_t kGsiQpn = 1;            // ch. 13.5: QP1 is the General Services Interface
+inline constexpr std::uint32_t kGsiQkey = 0x80010000;  // ch. 13.5: QP1's well-known Q_Key
 
 using Gid16 = std::array<std::uint8_t, 16>;
 
@@ -74,10 +74,10 @@ struct MadHeader {  // s13.4.2 common MAD header, 24 bytes
 struct CmPath {  // one path of a REQ (s12.6.5 table 99 "Primary ..." / "Alternate ...")
   std::uint16_t local_lid = 0xFFFF, remote_lid = 0xFFFF;  // RoCE: permissive LID as rxe sends
   Gid16 local_gid{}, remote_gid{};
-  std::uint32_t flow_label = 0;   // 20 bits
-  std::uint8_t packet_rate = 0;   // 6 bits
+  std::uint32_t flow_label = 0;  // 20 bits
+  std::uint8_t packet_rate = 0;  // 6 bits
   std::uint8_t traffic_class = 0, hop_limit = 0;
-  std::uint8_t sl = 0;            // 4 bits
+  std::uint8_t sl = 0;  // 4 bits
   bool subnet_local = false;
   std::uint8_t local_ack_timeout = 0;  // 5 bits
   bool operator==(const CmPath&) const = default;
@@ -88,24 +88,24 @@ struct CmReq {  // s12.6.5
   std::uint64_t service_id = 0;
   std::uint64_t local_ca_guid = 0;
   std::uint32_t local_qkey = 0;
-  std::uint32_t local_qpn = 0;              // 24 bits
+  std::uint32_t local_qpn = 0;  // 24 bits
   std::uint8_t responder_resources = 0;
-  std::uint32_t local_eecn = 0;             // 24 bits
+  std::uint32_t local_eecn = 0;  // 24 bits
   std::uint8_t initiator_depth = 0;
-  std::uint32_t remote_eecn = 0;            // 24 bits
+  std::uint32_t remote_eecn = 0;                // 24 bits
   std::uint8_t remote_cm_response_timeout = 0;  // 5 bits
-  std::uint8_t transport_service_type = 0;  // 2 bits: 0 RC, 1 UC, 2 RD, 3 see extended_transport
+  std::uint8_t transport_service_type = 0;      // 2 bits: 0 RC, 1 UC, 2 RD, 3 see extended_transport
   bool end_to_end_flow_control = false;
-  std::uint32_t starting_psn = 0;           // 24 bits
-  std::uint8_t local_cm_response_timeout = 0;   // 5 bits
-  std::uint8_t retry_count = 0;             // 3 bits
+  std::uint32_t starting_psn = 0;              // 24 bits
+  std::uint8_t local_cm_response_timeout = 0;  // 5 bits
+  std::uint8_t retry_count = 0;                // 3 bits
   std::uint16_t pkey = 0xFFFF;
-  std::uint8_t path_mtu = 0;                // 4 bits (IB MTU enum 1..5)
+  std::uint8_t path_mtu = 0;  // 4 bits (IB MTU enum 1..5)
   bool rdc_exists = false;
-  std::uint8_t rnr_retry_count = 0;         // 3 bits
-  std::uint8_t max_cm_retries = 0;          // 4 bits
+  std::uint8_t rnr_retry_count = 0;  // 3 bits
+  std::uint8_t max_cm_retries = 0;   // 4 bits
   bool srq = false;
-  std::uint8_t extended_transport = 0;      // 3 bits: 1 XRC (annex A14) when the service type is 3
+  std::uint8_t extended_transport = 0;  // 3 bits: 1 XRC (annex A14) when the service type is 3
   CmPath primary, alternate;
   std::array<std::uint8_t, 92> private_data{};
   bool operator==(const CmReq&) const = default;
@@ -202,7 +202,8 @@ std::string_view rej_reason_name(std::uint16_t reason);
 
 // RDMA IP CM Service, IBTA vol. 1 annex A11: the first 36 bytes of a REQ's private data
 // (rdma_cm's "cma header") when the service ID has the IP CM prefix.
-inline constexpr std::uint64_t kIpCmServiceIdPrefix = 0x0000000001000000;  // service id = prefix | port space << 16 | port
+inline constexpr std::uint64_t kIpCmServiceIdPrefix =
+    0x0000000001000000;  // service id = prefix | port space << 16 | port
 struct IpCmHeader {
   std::uint8_t major_version = 0, minor_version = 0;  // 4 bits each
   std::uint8_t ip_version = 4;                        // 4 or 6

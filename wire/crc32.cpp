@@ -15,11 +15,12 @@
 // The fast paths are compiled with per-function target attributes, so the library needs no
 // global -m flags and runs on any x86-64 (or other) CPU.
 #include "wire/crc32.hpp"
-#include "wire/crc_engine.hpp"
 
 #include <array>
 #include <atomic>
 #include <string_view>
+
+#include "wire/crc_engine.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -59,8 +60,8 @@ std::uint32_t slice8(const std::uint8_t* p, std::size_t n, std::uint32_t c) {
   const Tables& t = kTables<Poly>;
   for (; n >= 8; p += 8, n -= 8) {
     c ^= std::uint32_t{p[0]} | std::uint32_t{p[1]} << 8 | std::uint32_t{p[2]} << 16 | std::uint32_t{p[3]} << 24;
-    c = t[7][c & 0xFF] ^ t[6][(c >> 8) & 0xFF] ^ t[5][(c >> 16) & 0xFF] ^ t[4][c >> 24] ^ t[3][p[4]] ^
-        t[2][p[5]] ^ t[1][p[6]] ^ t[0][p[7]];
+    c = t[7][c & 0xFF] ^ t[6][(c >> 8) & 0xFF] ^ t[5][(c >> 16) & 0xFF] ^ t[4][c >> 24] ^ t[3][p[4]] ^ t[2][p[5]] ^
+        t[1][p[6]] ^ t[0][p[7]];
   }
   for (; n > 0; ++p, --n) c = t[0][(c ^ *p) & 0xFF] ^ (c >> 8);
   return c;
@@ -206,8 +207,8 @@ SOFTRDMA_AVX512 __m128i lane(__m512i v) {
 }
 
 SOFTRDMA_AVX512 __m512i fold(__m512i x, __m512i k, __m512i there) {
-  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11),
-                                   there, 0x96);  // a ^ b ^ c
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), there,
+                                   0x96);  // a ^ b ^ c
 }
 
 // The same folding, each instruction on the four lanes of a 512-bit register, 64 bytes a
@@ -219,7 +220,8 @@ SOFTRDMA_AVX512 std::uint32_t crc_vpclmul(std::span<const std::uint8_t> data, st
   if (n < 64) return crc_pclmul<Poly>(data, prev);
 
   const __m512i k512 = broadcast(fold_by<Poly>(512));
-  __m512i x = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~prev))));
+  __m512i x =
+      _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~prev))));
   p += 64;
   n -= 64;
   if (n >= 128) {
@@ -298,11 +300,11 @@ SOFTRDMA_AVX2 std::uint32_t crc_vpclmul256(std::span<const std::uint8_t> data, s
 // tier's atomic, so a caller running during another file's static initialisation finds them set.
 const detail::CrcImplementation& chosen() {
   static constexpr detail::CrcImplementation kByTier[] = {
-      {crc32_portable, "slice8"},
+    {crc32_portable, "slice8"},
 #if defined(__x86_64__)
-      {crc_pclmul<kCrc32Poly>, "pclmul"},
-      {crc_vpclmul256<kCrc32Poly>, "vpclmul256"},
-      {crc_vpclmul<kCrc32Poly>, "vpclmul"},
+    {crc_pclmul<kCrc32Poly>, "pclmul"},
+    {crc_vpclmul256<kCrc32Poly>, "vpclmul256"},
+    {crc_vpclmul<kCrc32Poly>, "vpclmul"},
 #endif
   };
   return kByTier[static_cast<std::size_t>(detail::crc_tier())];  // always portable on other CPUs

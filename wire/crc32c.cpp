@@ -12,13 +12,13 @@
 //    Using CRC32 Instruction"). Compiled with a per-function target attribute, so the
 //    library needs no global -m flags.
 //  - "slice8": crc32c_portable.
-#include "wire/crc32.hpp"
-#include "wire/crc_engine.hpp"
-
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <string_view>
+
+#include "wire/crc32.hpp"
+#include "wire/crc_engine.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -66,13 +66,12 @@ constexpr auto kShift = [] {
 }
 
 [[gnu::target("sse4.2,pclmul")]] std::uint64_t clmul(std::uint64_t a, std::uint32_t b) {
-  const __m128i r = _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(a)),
-                                         _mm_cvtsi32_si128(static_cast<int>(b)), 0x00);
+  const __m128i r =
+      _mm_clmulepi64_si128(_mm_cvtsi64_si128(static_cast<long long>(a)), _mm_cvtsi32_si128(static_cast<int>(b)), 0x00);
   return static_cast<std::uint64_t>(_mm_cvtsi128_si64(r));
 }
 
-[[gnu::target("sse4.2,pclmul")]] std::uint32_t crc32c_sse42(std::span<const std::uint8_t> data,
-                                                             std::uint32_t prev) {
+[[gnu::target("sse4.2,pclmul")]] std::uint32_t crc32c_sse42(std::span<const std::uint8_t> data, std::uint32_t prev) {
   const std::uint8_t* p = data.data();
   std::size_t n = data.size();
   std::uint64_t c = ~prev;
@@ -106,11 +105,11 @@ std::uint32_t crc32c_wide(std::span<const std::uint8_t> data, std::uint32_t prev
 // crc32.cpp, for callers during static initialisation).
 const detail::CrcImplementation& chosen() {
   static constexpr detail::CrcImplementation kByTier[] = {
-      {crc32c_portable, "slice8"},
+    {crc32c_portable, "slice8"},
 #if defined(__x86_64__)
-      {crc32c_sse42, "sse4.2"},
-      {crc32c_sse42, "sse4.2"},  // avx2: the three crc32-instruction streams match 256-bit folding there
-      {crc32c_wide, "vpclmul+sse4.2"},
+    {crc32c_sse42, "sse4.2"},
+    {crc32c_sse42, "sse4.2"},  // avx2: the three crc32-instruction streams match 256-bit folding there
+    {crc32c_wide, "vpclmul+sse4.2"},
 #endif
   };
   return kByTier[static_cast<std::size_t>(detail::crc_tier())];  // always portable on other CPUs

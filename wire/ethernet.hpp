@@ -32,7 +32,10 @@ inline std::optional<MacAddress> parse_mac(std::string_view text) {
     if (i != 0 && text[3 * i - 1] != ':') return std::nullopt;
     unsigned byte = 0;
     for (const char c : text.substr(3 * i, 2)) {
-      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                               : -1;
       if (digit < 0) return std::nullopt;
       byte = byte * 16 + static_cast<unsigned>(digit);
     }

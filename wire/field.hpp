@@ -23,8 +23,7 @@ namespace wire {
 template <std::size_t Bytes>
 using uint_for_t = std::conditional_t<
     Bytes <= 1, std::uint8_t,
-    std::conditional_t<Bytes <= 2, std::uint16_t,
-                       std::conditional_t<Bytes <= 4, std::uint32_t, std::uint64_t>>>;
+    std::conditional_t<Bytes <= 2, std::uint16_t, std::conditional_t<Bytes <= 4, std::uint32_t, std::uint64_t>>>;
 
 constexpr std::uint64_t all_ones(std::size_t bytes) {
   return bytes >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * bytes)) - 1;

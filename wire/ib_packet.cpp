@@ -23,9 +23,7 @@ Result<IbPacket> IbPacket::check(std::span<const std::uint8_t> bytes) {
   return IbPacket(bytes, payload_with_pad);
 }
 
-std::uint32_t IbPacket::icrc() const {
-  return load_icrc(bytes_.data() + bytes_.size() - kIcrcLength);
-}
+std::uint32_t IbPacket::icrc() const { return load_icrc(bytes_.data() + bytes_.size() - kIcrcLength); }
 
 IbRepr IbRepr::parse(const IbPacket& p) {
   IbRepr r;

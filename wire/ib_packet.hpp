@@ -34,7 +34,9 @@ class IbPacket {
   Opcode opcode() const { return wire::opcode(Bth::opcode::get(bth())); }
   const OpcodeInfo& info() const { return wire::info(opcode()); }
   // The first byte of extension header `e`, or nullptr when this opcode has none.
-  const std::uint8_t* ext(Ext e) const { return info().has(e) ? bytes_.data() + info().offset[static_cast<std::size_t>(e)] : nullptr; }
+  const std::uint8_t* ext(Ext e) const {
+    return info().has(e) ? bytes_.data() + info().offset[static_cast<std::size_t>(e)] : nullptr;
+  }
 
   std::uint32_t dest_qp() const { return Bth::dest_qp::get(bth()); }
   std::uint32_t psn() const { return Bth::psn::get(bth()); }
@@ -72,18 +74,18 @@ struct IbRepr {
   std::uint8_t resv7 = 0;
   std::uint32_t psn = 0;
 
-  std::uint32_t ee_context = 0;                  // RDETH
-  std::uint32_t qkey = 0, src_qp = 0;            // DETH
-  std::uint32_t xrc_srq = 0;                     // XRCETH
-  std::uint64_t va = 0;                          // RETH / AtomicETH
-  std::uint32_t rkey = 0;                        // RETH / AtomicETH
-  std::uint32_t dma_length = 0;                  // RETH
-  std::uint64_t swap_add = 0, compare = 0;       // AtomicETH
-  std::uint8_t syndrome = 0;                     // AETH
-  std::uint32_t msn = 0;                         // AETH
-  std::uint64_t original_data = 0;               // AtomicAckETH
-  std::uint32_t imm = 0;                         // ImmDt (network byte order value)
-  std::uint32_t invalidate_rkey = 0;             // IETH
+  std::uint32_t ee_context = 0;             // RDETH
+  std::uint32_t qkey = 0, src_qp = 0;       // DETH
+  std::uint32_t xrc_srq = 0;                // XRCETH
+  std::uint64_t va = 0;                     // RETH / AtomicETH
+  std::uint32_t rkey = 0;                   // RETH / AtomicETH
+  std::uint32_t dma_length = 0;             // RETH
+  std::uint64_t swap_add = 0, compare = 0;  // AtomicETH
+  std::uint8_t syndrome = 0;                // AETH
+  std::uint32_t msn = 0;                    // AETH
+  std::uint64_t original_data = 0;          // AtomicAckETH
+  std::uint32_t imm = 0;                    // ImmDt (network byte order value)
+  std::uint32_t invalidate_rkey = 0;        // IETH
   std::uint8_t reserved_rdeth = 0, reserved_deth = 0, reserved_xrceth = 0;
   std::array<std::uint8_t, CnpReserved::length> cnp_reserved{};  // CNP
 

@@ -90,7 +90,7 @@ constexpr std::uint16_t icmpv6_checksum(const Ipv6Address& src, const Ipv6Addres
 // NA. Other options are skipped on parse (s4.6: unknown options are ignored) and never emitted.
 struct NdRepr {
   std::uint8_t type = icmpv6_type::neighbor_solicitation;
-  bool router = false;     // NA flags (s4.4)
+  bool router = false;  // NA flags (s4.4)
   bool solicited = false;
   bool override_flag = false;
   Ipv6Address target{};
@@ -163,7 +163,7 @@ struct NdRepr {
     if (link_layer) {
       std::uint8_t* option = out + NeighborMessage::length;
       NdOption::type::set(option, type == icmpv6_type::neighbor_solicitation ? NdOption::source_link_layer
-                                                                            : NdOption::target_link_layer);
+                                                                             : NdOption::target_link_layer);
       NdOption::length::set(option, 1);
       for (std::size_t i = 0; i < link_layer->size(); ++i) option[NdOption::mac_offset + i] = (*link_layer)[i];
     }

@@ -12,8 +12,8 @@
 
 namespace wire {
 
-std::uint32_t compute_icrc(NetworkHeader kind, std::span<const std::uint8_t> network,
-                           std::span<const std::uint8_t> udp, std::span<const std::uint8_t> covered) {
+std::uint32_t compute_icrc(NetworkHeader kind, std::span<const std::uint8_t> network, std::span<const std::uint8_t> udp,
+                           std::span<const std::uint8_t> covered) {
   // The masked prefix: 8 bytes of LRH stand-in, up to 60 bytes of IPv4 header, 8 of UDP and
   // the 12-byte BTH. The rest of the packet is hashed in place.
   std::array<std::uint8_t, 8 + 60 + Udp::length + Bth::length> buf;

@@ -18,8 +18,8 @@ enum class NetworkHeader : std::uint8_t { ipv4, ipv6, grh };
 
 // `network` is the IPv4 header (with any options), the IPv6 fixed header or the GRH; `udp`
 // the 8-byte UDP header (empty for RoCEv1); `covered` the BTH through the pad.
-std::uint32_t compute_icrc(NetworkHeader kind, std::span<const std::uint8_t> network,
-                           std::span<const std::uint8_t> udp, std::span<const std::uint8_t> covered);
+std::uint32_t compute_icrc(NetworkHeader kind, std::span<const std::uint8_t> network, std::span<const std::uint8_t> udp,
+                           std::span<const std::uint8_t> covered);
 
 inline void store_icrc(std::uint8_t* out, std::uint32_t icrc) {
   for (int i = 0; i < 4; ++i) out[i] = static_cast<std::uint8_t>(icrc >> (8 * i));

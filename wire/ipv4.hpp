@@ -64,7 +64,9 @@ class Ipv4View {
 
  private:
   Ipv4View(std::span<const std::uint8_t> b, std::size_t h) : bytes_(b), hlen_(h) {}
-  Ipv4Address addr_at(std::size_t off) const { return {bytes_[off], bytes_[off + 1], bytes_[off + 2], bytes_[off + 3]}; }
+  Ipv4Address addr_at(std::size_t off) const {
+    return {bytes_[off], bytes_[off + 1], bytes_[off + 2], bytes_[off + 3]};
+  }
   std::span<const std::uint8_t> bytes_;
   std::size_t hlen_;
 };

@@ -60,8 +60,8 @@ constexpr Operation operation_of(Opcode op) { return static_cast<Operation>(valu
 // Extension headers, in the order they follow the BTH (s9.2, figure 110 and the XRC annex).
 enum class Ext : std::uint8_t { rdeth, deth, xrceth, reth, atomiceth, aeth, atomicacketh, immdt, ieth, cnp, count };
 inline constexpr std::array<std::size_t, static_cast<std::size_t>(Ext::count)> kExtLength = {
-    Rdeth::length,     Deth::length,         Xrceth::length, Reth::length, AtomicEth::length,
-    Aeth::length,      AtomicAckEth::length, ImmDt::length,  Ieth::length, CnpReserved::length};
+    Rdeth::length, Deth::length,         Xrceth::length, Reth::length, AtomicEth::length,
+    Aeth::length,  AtomicAckEth::length, ImmDt::length,  Ieth::length, CnpReserved::length};
 
 // A set of extension headers.
 class ExtSet {
@@ -87,8 +87,8 @@ class ExtSet {
 // What a packet of this opcode is and does. Distinct from Opcode so that testing a flag on
 // an opcode byte cannot compile.
 enum class OpFlag : std::uint16_t {
-  request = 1 << 0,         // requester to responder
-  response = 1 << 1,        // responder to requester (ACK, READ response, atomic ACK)
+  request = 1 << 0,   // requester to responder
+  response = 1 << 1,  // responder to requester (ACK, READ response, atomic ACK)
   send = 1 << 2,
   write = 1 << 3,
   read = 1 << 4,
@@ -122,7 +122,7 @@ struct OpcodeInfo {
   std::string_view operation;  // e.g. "SEND_FIRST"
   ExtSet exts;
   OpFlags flags;
-  std::size_t header_length = 0;  // BTH plus extension headers
+  std::size_t header_length = 0;                                            // BTH plus extension headers
   std::array<std::uint8_t, static_cast<std::size_t>(Ext::count)> offset{};  // from the BTH start; valid if has()
 
   constexpr bool has(Ext e) const { return exts.has(e); }
@@ -138,6 +138,8 @@ struct OperationDesc {
 };
 
 using F = OpFlag;
+// The operations of table 35 by their low five bits; an empty name is reserved. One row each.
+// clang-format off
 // The operations of table 35 by their low five bits; an empty name is reserved.
 inline constexpr std::array<OperationDesc, 32> kOperations = {{
     /*0x00*/ {"SEND_FIRST", {}, {F::request, F::send, F::first, F::payload, F::consumes_recv}},
@@ -165,17 +167,24 @@ inline constexpr std::array<OperationDesc, 32> kOperations = {{
     /*0x16*/ {"SEND_LAST_WITH_INVALIDATE", {Ext::ieth}, {F::request, F::send, F::last, F::payload, F::invalidate, F::consumes_recv}},
     /*0x17*/ {"SEND_ONLY_WITH_INVALIDATE", {Ext::ieth}, {F::request, F::send, F::first, F::last, F::payload, F::invalidate, F::consumes_recv}},
 }};
+// clang-format on
 
 // Which operations each transport defines (table 35).
 constexpr bool transport_has(Transport t, std::uint8_t op) {
   switch (t) {
     case Transport::rc:
-    case Transport::xrc: return op <= 0x14 || op == 0x16 || op == 0x17;
-    case Transport::uc: return op <= 0x0B;
-    case Transport::rd: return op <= 0x15;
-    case Transport::ud: return op == 0x04 || op == 0x05;
-    case Transport::cnp: return op == 0x01;
-    default: return false;
+    case Transport::xrc:
+      return op <= 0x14 || op == 0x16 || op == 0x17;
+    case Transport::uc:
+      return op <= 0x0B;
+    case Transport::rd:
+      return op <= 0x15;
+    case Transport::ud:
+      return op == 0x04 || op == 0x05;
+    case Transport::cnp:
+      return op == 0x01;
+    default:
+      return false;
   }
 }
 
@@ -197,7 +206,8 @@ constexpr OpcodeInfo describe(std::uint8_t byte) {
     // Transport-specific headers (s9.2): RD requests carry RDETH+DETH and its responses
     // RDETH; UD carries DETH; XRC requests carry XRCETH.
     const bool request = d.flags.has(F::request);
-    if (info.transport == Transport::rd) info.exts = info.exts | (request ? ExtSet{Ext::rdeth, Ext::deth} : ExtSet{Ext::rdeth});
+    if (info.transport == Transport::rd)
+      info.exts = info.exts | (request ? ExtSet{Ext::rdeth, Ext::deth} : ExtSet{Ext::rdeth});
     if (info.transport == Transport::ud) info.exts = info.exts | ExtSet{Ext::deth};
     if (info.transport == Transport::xrc && request) info.exts = info.exts | ExtSet{Ext::xrceth};
   }

@@ -8,14 +8,14 @@
 namespace wire {
 namespace {
 
-
 // The UDP checksum (RFC 768 / RFC 8200 s8.1) of `datagram`, whose checksum field reads 0.
 std::uint16_t udp_checksum_of(std::span<const std::uint8_t> ip_header, std::span<const std::uint8_t> datagram) {
   const bool v4 = Ipv4::version::get(ip_header.data()) == 4;
   const std::size_t addr_len = v4 ? 4 : 16;
   const std::size_t src = v4 ? 12 : Ipv6::src_offset;
-  const std::uint32_t pseudo = pseudo_header_sum(ip_header.subspan(src, addr_len), ip_header.subspan(src + addr_len, addr_len),
-                                                 ip_proto::udp, static_cast<std::uint32_t>(datagram.size()));
+  const std::uint32_t pseudo =
+      pseudo_header_sum(ip_header.subspan(src, addr_len), ip_header.subspan(src + addr_len, addr_len), ip_proto::udp,
+                        static_cast<std::uint32_t>(datagram.size()));
   return inet_fold(inet_sum(datagram, pseudo));
 }
 
@@ -62,7 +62,8 @@ Result<RoceLayers> RoceLayers::locate(std::span<const std::uint8_t> frame) {
       const auto udp = UdpView::check(ip->payload());
       if (!udp) return udp.error();
       if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
-      return RoceLayers{*eth, Encapsulation::rocev2_ipv4, ip->header(), udp->datagram().first(Udp::length), udp->payload()};
+      return RoceLayers{*eth, Encapsulation::rocev2_ipv4, ip->header(), udp->datagram().first(Udp::length),
+                        udp->payload()};
     }
     case ethertype::ipv6: {
       const auto ip = Ipv6View::check(l3);
@@ -71,9 +72,11 @@ Result<RoceLayers> RoceLayers::locate(std::span<const std::uint8_t> frame) {
       const auto udp = UdpView::check(ip->payload());
       if (!udp) return udp.error();
       if (udp->dst_port() != kRoceV2Port) return Error::not_roce;
-      return RoceLayers{*eth, Encapsulation::rocev2_ipv6, ip->header(), udp->datagram().first(Udp::length), udp->payload()};
+      return RoceLayers{*eth, Encapsulation::rocev2_ipv6, ip->header(), udp->datagram().first(Udp::length),
+                        udp->payload()};
     }
-    default: return Error::not_roce;
+    default:
+      return Error::not_roce;
   }
 }
 
@@ -138,7 +141,8 @@ std::size_t RoceFrameRepr::emit(std::uint8_t* out) const {
 
   ib.emit(ib_out);
   const std::span<const std::uint8_t> covered{ib_out, ib_len - kIcrcLength};
-  const std::span<const std::uint8_t> udp_span = udp ? std::span<const std::uint8_t>{udp, Udp::length} : std::span<const std::uint8_t>{};
+  const std::span<const std::uint8_t> udp_span =
+      udp ? std::span<const std::uint8_t>{udp, Udp::length} : std::span<const std::uint8_t>{};
   store_icrc(ib_out + ib_len - kIcrcLength, compute_icrc(kind, {net, net_len}, udp_span, covered));
 
   // The UDP checksum covers the ICRC, so it comes last. A computed zero is sent as 0xFFFF
@@ -168,7 +172,9 @@ RoceFrameRepr RoceFrameRepr::parse(const RoceFrame& f) {
       r.network = ip;
       break;
     }
-    case Encapsulation::rocev2_ipv6: r.network = ipv6_layout(n); break;
+    case Encapsulation::rocev2_ipv6:
+      r.network = ipv6_layout(n);
+      break;
     case Encapsulation::rocev1: {
       const Ipv6Repr ip = ipv6_layout(n);  // the GRH has the IPv6 layout (IBTA vol. 1 s8.3)
       r.network = GrhRepr{ip.traffic_class, ip.flow_label, ip.hop_limit, ip.src, ip.dst};

@@ -51,7 +51,8 @@ class RoceFrame {
   bool icrc_ok() const { return computed_icrc() == ib_.icrc(); }
 
  private:
-  RoceFrame(EthernetView e, Encapsulation c, std::span<const std::uint8_t> n, std::span<const std::uint8_t> u, IbPacket i)
+  RoceFrame(EthernetView e, Encapsulation c, std::span<const std::uint8_t> n, std::span<const std::uint8_t> u,
+            IbPacket i)
       : eth_(e), encap_(c), network_(n), udp_(u), ib_(i) {}
   EthernetView eth_;
   Encapsulation encap_;
@@ -84,7 +85,9 @@ struct RoceFrameRepr {
   std::uint16_t udp_checksum_value = 0;
   IbRepr ib;
 
-  Encapsulation encapsulation() const { return static_cast<Encapsulation>(network.index() == 2 ? 0 : network.index() + 1); }
+  Encapsulation encapsulation() const {
+    return static_cast<Encapsulation>(network.index() == 2 ? 0 : network.index() + 1);
+  }
   std::size_t buffer_len() const;
   // Writes buffer_len() bytes, every length and checksum computed; returns that length.
   std::size_t emit(std::uint8_t* out) const;

@@ -77,15 +77,15 @@ inline constexpr std::uint16_t consumer_reject = 28;
 }  // namespace rej_reason
 
 enum class CmEventType : std::uint8_t {
-  request,          // a REQ for a listener: `listener` names it, `mad` holds the REQ
-  reply,            // a REP answered our REQ: the consumer readies its QP, then calls ready()
-  established,      // an RTU arrived for our REP
-  rejected,         // a REJ ended the connection (or our REQ found no listener)
+  request,             // a REQ for a listener: `listener` names it, `mad` holds the REQ
+  reply,               // a REP answered our REQ: the consumer readies its QP, then calls ready()
+  established,         // an RTU arrived for our REP
+  rejected,            // a REJ ended the connection (or our REQ found no listener)
   disconnect_request,  // the peer sent DREQ: the consumer answers with disconnect()
-  disconnected,     // the DREP for our DREQ arrived, or the DREQ went unanswered
-  unreachable,      // a REQ or REP went unanswered through every retry
-  service_request,  // a SIDR_REQ for a listener
-  service_reply,    // the SIDR_REP for our SIDR_REQ (or its timeout: `mad` empty)
+  disconnected,        // the DREP for our DREQ arrived, or the DREQ went unanswered
+  unreachable,         // a REQ or REP went unanswered through every retry
+  service_request,     // a SIDR_REQ for a listener
+  service_reply,       // the SIDR_REP for our SIDR_REQ (or its timeout: `mad` empty)
 };
 
 struct CmEvent {
@@ -95,6 +95,5 @@ struct CmEvent {
   Gid remote_gid{};
   std::optional<wire::CmMad> mad;  // the MAD that caused it; none for timeouts
 };
-
 
 }  // namespace softrdma::core

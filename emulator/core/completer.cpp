@@ -51,7 +51,8 @@ void rewind(Qp& q, std::uint32_t psn) {
 // window's worth (congestion avoidance); at the device's own window the limit goes.
 void shrink_window(const Device& d, Qp& q, bool timeout) {
   const std::uint32_t out = static_cast<std::uint32_t>(std::max(psn_diff(psn_add(q.max_sent_psn, 1), q.una_psn), 1));
-  q.loss_threshold = std::max((q.loss_window != 0 ? std::min(q.loss_window, out) : out) / 2, d.config().min_loss_window);
+  q.loss_threshold =
+      std::max((q.loss_window != 0 ? std::min(q.loss_window, out) : out) / 2, d.config().min_loss_window);
   q.loss_window = timeout ? d.config().min_loss_window : q.loss_threshold;
   q.window_credit = 0;
 }
@@ -110,10 +111,14 @@ void on_progress(Device& d, Qp& q, Time now) {
 
 WcStatus nak_status(std::uint8_t code) {
   switch (static_cast<wire::NakCode>(code)) {
-    case wire::NakCode::invalid_request: return WcStatus::rem_inv_req_err;
-    case wire::NakCode::remote_access_error: return WcStatus::rem_access_err;
-    case wire::NakCode::remote_operational_error: return WcStatus::rem_op_err;
-    default: return WcStatus::bad_resp_err;
+    case wire::NakCode::invalid_request:
+      return WcStatus::rem_inv_req_err;
+    case wire::NakCode::remote_access_error:
+      return WcStatus::rem_access_err;
+    case wire::NakCode::remote_operational_error:
+      return WcStatus::rem_op_err;
+    default:
+      return WcStatus::bad_resp_err;
   }
 }
 
@@ -164,7 +169,8 @@ void on_ack(Device& d, Qp& q, std::uint32_t psn, std::uint8_t syndrome, Time now
       if (i < q.sq.size()) Completer::fail(d, q, q.sq[i], nak_status(code));
       return;
     }
-    case wire::AckKind::reserved: return;
+    case wire::AckKind::reserved:
+      return;
   }
 }
 

@@ -132,8 +132,7 @@ int ConnectionManager::ready(Time, std::uint32_t id, std::span<const std::uint8_
 int ConnectionManager::reject(Time, std::uint32_t id, std::span<const std::uint8_t> private_data) {
   Connection* c = find(id);
   wire::CmRej j;
-  if (!c || (c->state != State::req_rcvd && c->state != State::rep_rcvd) ||
-      !copy_private(private_data, j.private_data))
+  if (!c || (c->state != State::req_rcvd && c->state != State::rep_rcvd) || !copy_private(private_data, j.private_data))
     return EINVAL;
   // s12.6.7: the REQ or the REP
   send_rej(*c, c->state == State::req_rcvd ? 0 : 1, rej_reason::consumer_reject, std::move(j));
@@ -200,7 +199,10 @@ void ConnectionManager::destroy(Time now, std::uint32_t id) {
     case State::req_rcvd:
     case State::rep_sent:
     case State::rep_rcvd:
-      send_rej(*c, c->state == State::req_rcvd ? 0 : c->state == State::rep_rcvd ? 1 : 2,
+      send_rej(*c,
+               c->state == State::req_rcvd   ? 0
+               : c->state == State::rep_rcvd ? 1
+                                             : 2,
                c->state == State::req_sent ? rej_reason::timeout : rej_reason::consumer_reject);
       break;
     case State::established:
@@ -218,15 +220,24 @@ void ConnectionManager::receive(Time now, const Gid& from, const wire::CmMad& ma
   std::visit(
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
-        if constexpr (std::is_same_v<M, wire::CmReq>) on_req(now, from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmRep>) on_rep(now, from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmRtu>) on_rtu(from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmRej>) on_rej(from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmMra>) on_mra(now, from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmDreq>) on_dreq(from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmDrep>) on_drep(from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmSidrReq>) on_sidr_req(now, from, mad);
-        else if constexpr (std::is_same_v<M, wire::CmSidrRep>) on_sidr_rep(from, mad);
+        if constexpr (std::is_same_v<M, wire::CmReq>)
+          on_req(now, from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmRep>)
+          on_rep(now, from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmRtu>)
+          on_rtu(from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmRej>)
+          on_rej(from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmMra>)
+          on_mra(now, from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmDreq>)
+          on_dreq(from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmDrep>)
+          on_drep(from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmSidrReq>)
+          on_sidr_req(now, from, mad);
+        else if constexpr (std::is_same_v<M, wire::CmSidrRep>)
+          on_sidr_rep(from, mad);
       },
       mad.message);
 }
@@ -313,7 +324,8 @@ void ConnectionManager::on_rej(const Gid& from, const wire::CmMad& mad) {
   const auto& rej = std::get<wire::CmRej>(mad.message);
   Connection* c = find(rej.remote_comm_id);
   // A REJ of our REQ may come from a peer that never made a connection: its local ID is 0.
-  if (!c || c->remote_gid != from || (rej.local_comm_id != 0 && c->remote_id != 0 && c->remote_id != rej.local_comm_id)) {
+  if (!c || c->remote_gid != from ||
+      (rej.local_comm_id != 0 && c->remote_id != 0 && c->remote_id != rej.local_comm_id)) {
     ++counters_.unmatched;
     return;
   }

@@ -45,14 +45,14 @@ class ConnectionManager {
   // finds a listener the server makes again (perftest -R listens anew for its data
   // connection) rather than a REJ.
   int stop_listening(Time now, std::uint32_t listener);
-  Expected<std::uint32_t> connect(Time now, const CmConnect& request);  // sends REQ
-  int accept(Time now, std::uint32_t id, const CmAccept& reply);       // sends REP
-  int ready(Time now, std::uint32_t id, std::span<const std::uint8_t> private_data);  // sends RTU
+  Expected<std::uint32_t> connect(Time now, const CmConnect& request);                 // sends REQ
+  int accept(Time now, std::uint32_t id, const CmAccept& reply);                       // sends REP
+  int ready(Time now, std::uint32_t id, std::span<const std::uint8_t> private_data);   // sends RTU
   int reject(Time now, std::uint32_t id, std::span<const std::uint8_t> private_data);  // REJ, consumer reject
   // DREQ when established; DREP when the peer's DREQ is waiting for one.
   int disconnect(Time now, std::uint32_t id, std::span<const std::uint8_t> private_data);
   Expected<std::uint32_t> resolve_service(Time now, const CmServiceQuery& query);  // sends SIDR_REQ
-  int answer_service(Time now, std::uint32_t id, const CmServiceAnswer& answer);  // sends SIDR_REP
+  int answer_service(Time now, std::uint32_t id, const CmServiceAnswer& answer);   // sends SIDR_REP
   // Forgets the connection. One the peer still counts on hears of it as IBTA's CM does when
   // its consumer goes away: REJ before establishment, DREQ after.
   void destroy(Time now, std::uint32_t id);

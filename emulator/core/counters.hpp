@@ -19,8 +19,8 @@ struct QpCounters {
   std::uint64_t rcvd_seq_err = 0;           // PSN sequence error NAKs received
   std::uint64_t out_of_seq_request = 0;     // requests dropped for a PSN gap (NAK sent or not)
   std::uint64_t duplicate_request = 0;
-  std::uint64_t rcvd_rnr_err = 0;           // RNR NAKs received
-  std::uint64_t send_rnr_err = 0;           // RNR NAKs sent
+  std::uint64_t rcvd_rnr_err = 0;  // RNR NAKs received
+  std::uint64_t send_rnr_err = 0;  // RNR NAKs sent
   std::uint64_t retry_exceeded_err = 0;
   std::uint64_t rnr_retry_exceeded_err = 0;
 
@@ -53,15 +53,15 @@ struct CmCounters {
 };
 
 struct DeviceCounters {
-  QpCounters qps;                 // the sum over QPs, destroyed ones included
-  CmCounters cm;                  // QP1
-  std::uint64_t icrc_err = 0;     // packets dropped for a bad ICRC
+  QpCounters qps;                         // the sum over QPs, destroyed ones included
+  CmCounters cm;                          // QP1
+  std::uint64_t icrc_err = 0;             // packets dropped for a bad ICRC
   std::uint64_t icrc_ipv4_id_solved = 0;  // accepted with a non-zero IPv4 ID solved for (rxe)
-  std::uint64_t malformed = 0;    // packets dropped by wire::IbPacket::check
-  std::uint64_t unknown_qp = 0;   // packets for a QPN that does not exist
-  std::uint64_t dropped = 0;      // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC
-  std::uint64_t mcast_rcvd = 0;     // multicast packets handed to the QPs attached to their group
-  std::uint64_t mcast_dropped = 0;  // multicast packets for a group no QP is attached to, or not UD
+  std::uint64_t malformed = 0;            // packets dropped by wire::IbPacket::check
+  std::uint64_t unknown_qp = 0;           // packets for a QPN that does not exist
+  std::uint64_t dropped = 0;              // other drops: wrong state, wrong Q_Key, no receive WQE on UD/UC
+  std::uint64_t mcast_rcvd = 0;           // multicast packets handed to the QPs attached to their group
+  std::uint64_t mcast_dropped = 0;        // multicast packets for a group no QP is attached to, or not UD
 };
 
 // One live QP as `softrdma stats` lists it (rdma-core's `rdma statistic qp` shows the same

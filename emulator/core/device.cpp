@@ -109,7 +109,8 @@ int Device::rereg_mr(std::uint32_t lkey, const MrChange& change) {
   if (r->windows) return EBUSY;  // bound windows would outlive their translation (s10.6.7.1)
   const std::uint32_t acc = change.access.value_or(r->access);
   if (const int err = check_mr_access(acc)) return err;
-  if (change.translation && change.translation->length > std::numeric_limits<std::uint64_t>::max() - change.translation->iova)
+  if (change.translation &&
+      change.translation->length > std::numeric_limits<std::uint64_t>::max() - change.translation->iova)
     return EINVAL;
   Pd* to = change.pd ? pds_.find(*change.pd) : nullptr;
   if (change.pd && !to) return EINVAL;
@@ -391,7 +392,8 @@ const Qp* Device::qp(std::uint32_t qpn) const { return const_cast<Device*>(this)
 Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   const DeviceLimits& lim = config_.limits;
   const bool type_ok = a.qp_type == QpType::rc || a.qp_type == QpType::uc || a.qp_type == QpType::ud;
-  if (!type_ok || !pds_.find(a.pd) || !cqs_.find(a.send_cq) || !cqs_.find(a.recv_cq)) return Expected<QpCreated>::error(EINVAL);
+  if (!type_ok || !pds_.find(a.pd) || !cqs_.find(a.send_cq) || !cqs_.find(a.recv_cq))
+    return Expected<QpCreated>::error(EINVAL);
   if (a.srq && !srqs_.find(a.srq)) return Expected<QpCreated>::error(EINVAL);
   if (a.cap.max_send_wr > lim.max_qp_wr || a.cap.max_recv_wr > lim.max_qp_wr || a.cap.max_send_sge > lim.max_sge ||
       a.cap.max_recv_sge > lim.max_sge || a.cap.max_inline_data > lim.max_inline_data)

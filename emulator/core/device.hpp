@@ -35,8 +35,8 @@
 namespace softrdma::core {
 
 struct DeviceConfig {
-  std::vector<Gid> gids;             // port 1's GID table; index 0 is what `-g 0` selects
-  Mtu max_mtu = Mtu::mtu4096;        // the port's MTU (active_mtu)
+  std::vector<Gid> gids;       // port 1's GID table; index 0 is what `-g 0` selects
+  Mtu max_mtu = Mtu::mtu4096;  // the port's MTU (active_mtu)
   DeviceLimits limits;
   std::uint32_t max_qp = 4096;
   std::uint32_t max_cq = 4096;
@@ -45,11 +45,11 @@ struct DeviceConfig {
   std::uint32_t max_pd = 4096;
   std::uint32_t max_srq = 1024;
   std::uint32_t max_ah = 1u << 16;
-  MulticastLimits mcast;             // all 0 where the host cannot join groups
-  std::uint32_t first_qpn = 0x11;    // QPs 0 and 1 are the special QPs (s10.2.5)
+  MulticastLimits mcast;                     // all 0 where the host cannot join groups
+  std::uint32_t first_qpn = 0x11;            // QPs 0 and 1 are the special QPs (s10.2.5)
   std::uint32_t max_inflight_packets = 512;  // requester window, in packets
-  std::uint32_t ack_req_every = 64;  // AckReq at least every this many packets of a message
-  std::uint32_t min_loss_window = 8;  // a QP's window after a retransmission timeout, in packets
+  std::uint32_t ack_req_every = 64;          // AckReq at least every this many packets of a message
+  std::uint32_t min_loss_window = 8;         // a QP's window after a retransmission timeout, in packets
   // The UDP source port every packet leaves from, when the host sends all of them from one
   // socket; without it each QP gets its own port for ECMP entropy (annex A17.5.1). The ICRC
   // covers the port, so the engine must seal packets with the one they really carry.
@@ -159,7 +159,8 @@ class Device {
   std::optional<AsyncEvent> next_async_event();
 
   // Shared receive queues.
-  Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
+  Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                     std::uint32_t limit);
   int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr, bool set_limit);
   int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) const;
   int destroy_srq(std::uint32_t srq);
@@ -216,8 +217,8 @@ class Device {
   std::vector<QpStats> qp_stats() const;
   const Qp* qp(std::uint32_t qpn) const;
 
- // Engine internals, shared by the requester, responder and completer (transport.hpp).
- // Not part of the verbs API: hosts and the shim use only what is above.
+  // Engine internals, shared by the requester, responder and completer (transport.hpp).
+  // Not part of the verbs API: hosts and the shim use only what is above.
  public:
   Qp* find_qp(std::uint32_t qpn);
   Region* find_region(std::uint32_t key);
@@ -253,7 +254,7 @@ class Device {
   void enter_error(Qp& qp);
   // A send WR failed: RC QPs go to ERR, UC and UD QPs to SQE (s10.3.1).
   void enter_send_error(Qp& qp);
-  void flush(Qp& qp);  // both queues
+  void flush(Qp& qp);                                            // both queues
   void forget_completions(std::uint32_t cq, std::uint32_t qpn);  // drops the QP's entries from the CQ
   void flush_send(Qp& qp);
   // Something touched `qp` (a verb, a packet for it, its timer): transmit() asks its responder
@@ -286,16 +287,16 @@ class Device {
   HandleTable<Srq> srqs_;
   HandleTable<Ah> ahs_;
   HandleTable<std::unique_ptr<Qp>> qps_;  // handle = qpn - first_qpn + 1
-  std::uint8_t next_key_ = 0;            // varies the low byte of new keys
+  std::uint8_t next_key_ = 0;             // varies the low byte of new keys
   std::deque<std::uint32_t> cq_events_;
   std::vector<std::uint32_t> completed_cqs_;  // for take_completed_cqs()
   std::deque<AsyncEvent> async_events_;
-  std::deque<TxPacket> control_;   // ACKs, NAKs, atomic ACKs, ready to go
+  std::deque<TxPacket> control_;                          // ACKs, NAKs, atomic ACKs, ready to go
   std::vector<std::vector<std::uint8_t>> spare_buffers_;  // recycle()d, for packet_to()
   // QPNs to ask for packets, in round-robin order (wake()); a QP that sends goes to the back.
   std::deque<std::uint32_t> answer_ready_;
   std::deque<std::uint32_t> request_ready_;
-  DeviceCounters counters_;  // qps: the destroyed QPs' sum only (counters() adds the live ones)
+  DeviceCounters counters_;       // qps: the destroyed QPs' sum only (counters() adds the live ones)
   std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
   ConnectionManager cm_;
   std::uint32_t gsi_psn_ = 0;  // QP1's next PSN

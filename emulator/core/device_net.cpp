@@ -155,7 +155,7 @@ std::optional<TxPacket> Device::transmit(Time now) {
       ready.pop_front();
       Qp* q = find_qp(qpn);
       if (!q || !(q->*queued)) continue;  // sent from a later place in the queue already
-      q->*queued = false;  // a wake() while building (an error, say) queues it again itself
+      q->*queued = false;                 // a wake() while building (an error, say) queues it again itself
       std::optional<TxPacket> p = next(*q);
       if (p && !(q->*queued)) {
         q->*queued = true;

@@ -17,7 +17,7 @@ namespace softrdma::core {
 // ibv_device_attr's max_mcast_grp, max_mcast_qp_attach and max_total_mcast_qp_attach. All 0:
 // the device has no multicast (a host that cannot join groups).
 struct MulticastLimits {
-  std::uint32_t max_groups = 64;                // one socket each in the udp backend
+  std::uint32_t max_groups = 64;  // one socket each in the udp backend
   std::uint32_t max_qps_per_group = 64;
   std::uint32_t max_attachments = 64 * 64;
 };

@@ -20,12 +20,12 @@ struct Region {
   enum class Kind : std::uint8_t { mr, mw_type1, mw_type2 };
   Kind kind = Kind::mr;
   std::uint32_t pd = 0;
-  std::uint32_t key = 0;     // handle << 8 | an 8-bit key the owner may change (s10.6.7.3)
-  std::uint64_t iova = 0;    // first address; 0 for a zero-based region
+  std::uint32_t key = 0;   // handle << 8 | an 8-bit key the owner may change (s10.6.7.3)
+  std::uint64_t iova = 0;  // first address; 0 for a zero-based region
   std::uint64_t length = 0;
-  std::uint64_t host = 0;    // host address of `iova`
-  std::uint32_t access = 0;  // access:: flags
-  bool valid = false;        // an MR from registration until invalidated; an MW while bound
+  std::uint64_t host = 0;      // host address of `iova`
+  std::uint32_t access = 0;    // access:: flags
+  bool valid = false;          // an MR from registration until invalidated; an MW while bound
   std::uint32_t bound_qp = 0;  // a type 2 MW: the only QP that may use it (s10.6.7.2.2)
   std::uint32_t parent = 0;    // an MW: the MR handle it is bound to
   std::uint32_t windows = 0;   // an MR: windows bound to it
@@ -34,11 +34,11 @@ struct Region {
 struct Cq {
   std::uint32_t capacity = 0;
   std::deque<Wc> entries;
-  bool armed = false;           // req_notify_cq: the next (solicited) completion raises an event
+  bool armed = false;  // req_notify_cq: the next (solicited) completion raises an event
   bool solicited_only = false;
-  bool overflowed = false;      // s11.4.2.1: an overflow is a CQ error, reported once
-  bool listed = false;          // in Device's list of CQs with new completions
-  std::uint32_t users = 0;      // QPs that complete into it
+  bool overflowed = false;  // s11.4.2.1: an overflow is a CQ error, reported once
+  bool listed = false;      // in Device's list of CQs with new completions
+  std::uint32_t users = 0;  // QPs that complete into it
 };
 
 struct Srq {

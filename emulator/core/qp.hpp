@@ -19,15 +19,15 @@ namespace softrdma::core {
 // PSN, an atomic's original value is sent again, never recomputed.
 struct ResponderResource {
   bool atomic = false;
-  std::uint32_t psn = 0;      // the request's PSN (a READ: its first response's PSN)
-  std::uint32_t packets = 1;  // response packets
-  std::uint64_t host = 0;     // READ: host address of the first byte
-  std::uint64_t length = 0;   // READ: bytes
-  std::uint32_t next = 0;     // READ: response packets sent so far in this pass
-  std::uint64_t original = 0; // atomic: the value before the operation
-  std::uint32_t msn = 0;      // the MSN its responses carry
-  bool sending = false;       // responses still to send
-  bool replay = false;        // sending again for a duplicate request, not a new one
+  std::uint32_t psn = 0;       // the request's PSN (a READ: its first response's PSN)
+  std::uint32_t packets = 1;   // response packets
+  std::uint64_t host = 0;      // READ: host address of the first byte
+  std::uint64_t length = 0;    // READ: bytes
+  std::uint32_t next = 0;      // READ: response packets sent so far in this pass
+  std::uint64_t original = 0;  // atomic: the value before the operation
+  std::uint32_t msn = 0;       // the MSN its responses carry
+  bool sending = false;        // responses still to send
+  bool replay = false;         // sending again for a duplicate request, not a new one
 };
 
 struct Qp {
@@ -37,10 +37,10 @@ struct Qp {
   std::uint16_t udp_src_port = 0xC000;
 
   // Requester (s9.7.4).
-  std::deque<SendWqe> sq;                // posted, not yet retired
-  std::size_t next_wqe = 0;              // sq index of the WQE to transmit from
-  std::uint32_t next_index = 0;          // its packet to transmit next (resends rewind it)
-  std::uint32_t send_psn = 0;            // where the next new WQE's PSNs start
+  std::deque<SendWqe> sq;        // posted, not yet retired
+  std::size_t next_wqe = 0;      // sq index of the WQE to transmit from
+  std::uint32_t next_index = 0;  // its packet to transmit next (resends rewind it)
+  std::uint32_t send_psn = 0;    // where the next new WQE's PSNs start
   std::uint32_t packets_since_ack_req = 0;
   std::uint32_t rd_atomic_in_flight = 0;  // READ/atomic WQEs started and not complete (<= max_rd_atomic)
   std::uint32_t max_sent_psn = 0;         // the highest PSN sent: anything at or below is a resend
@@ -62,9 +62,9 @@ struct Qp {
 
   // Responder (s9.7.5.1).
   std::deque<RecvWqe> rq;
-  std::uint32_t epsn = 0;  // expected PSN
-  std::uint32_t msn = 0;   // messages completed, 24 bits
-  bool nak_sent = false;   // a PSN sequence error NAK is out; stay quiet until epsn arrives
+  std::uint32_t epsn = 0;    // expected PSN
+  std::uint32_t msn = 0;     // messages completed, 24 bits
+  bool nak_sent = false;     // a PSN sequence error NAK is out; stay quiet until epsn arrives
   bool uc_dropping = false;  // UC: dropping the rest of a message that lost a packet (s9.8.3)
   // The message in progress: a SEND filling recv (SGE offset recv_offset), or a WRITE
   // filling host memory at write_host with write_left bytes still allowed.

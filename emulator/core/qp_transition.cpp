@@ -46,7 +46,11 @@ constexpr Transition kTransitions[] = {
     // {from, to, RC {required, optional}, UC {...}, UD {...}}
     {S::reset, S::init, {kConnectedInit, 0}, {kConnectedInit, 0}, {kUdInit, 0}},
     {S::init, S::init, {0, kConnectedInit}, {0, kConnectedInit}, {0, kUdInit}},
-    {S::init, S::rtr, {kConnectedPeer | kRcResponder, kConnectedRtrOptional}, {kConnectedPeer, kConnectedRtrOptional}, {0, pkey_index | qkey}},
+    {S::init,
+     S::rtr,
+     {kConnectedPeer | kRcResponder, kConnectedRtrOptional},
+     {kConnectedPeer, kConnectedRtrOptional},
+     {0, pkey_index | qkey}},
     {S::rtr, S::rts, {sq_psn | kRcRequester, kRcToRts}, {sq_psn, kUcToRts}, {sq_psn, kUdToRts}},
     {S::rts, S::rts, {0, kRcToRts}, {0, kUcToRts}, {0, kUdToRts}},
     {S::rts, S::sqd, {0, en_sqd_async_notify}, {0, en_sqd_async_notify}, {0, en_sqd_async_notify}},
@@ -73,9 +77,12 @@ const Masks* find_masks(QpType type, QpState from, QpState to) {
   for (const Transition& t : kTransitions) {
     if (t.from != from || t.to != to) continue;
     switch (type) {
-      case QpType::rc: return &t.rc;
-      case QpType::uc: return &t.uc;
-      case QpType::ud: return &t.ud;
+      case QpType::rc:
+        return &t.rc;
+      case QpType::uc:
+        return &t.uc;
+      case QpType::ud:
+        return &t.ud;
     }
     return nullptr;  // a type the engine does not have
   }
@@ -104,7 +111,8 @@ constexpr ValueRule kValueRules[] = {
     {pkey_index, [](const QpAttr& a, const DeviceLimits& d) { return a.pkey_index < d.pkey_table_len; }},
     {av, [](const QpAttr& a, const DeviceLimits& d) { return a.ah_attr.sgid_index < d.gid_table_len; }},
     // Codes 256..4096 (see Mtu); rxe refuses above its port's 4096.
-    {path_mtu, [](const QpAttr& a, const DeviceLimits&) { return a.path_mtu >= Mtu::mtu256 && a.path_mtu <= Mtu::mtu4096; }},
+    {path_mtu,
+     [](const QpAttr& a, const DeviceLimits&) { return a.path_mtu >= Mtu::mtu256 && a.path_mtu <= Mtu::mtu4096; }},
     // The widths of the fields: 5-bit Local ACK Timeout (as rxe) and RNR timer code, 3-bit
     // retry counts (IBTA vol. 1 s9.7.6.1.3, s9.7.5.2.8).
     {timeout, [](const QpAttr& a, const DeviceLimits&) { return a.timeout <= 31; }},
@@ -114,7 +122,8 @@ constexpr ValueRule kValueRules[] = {
     // Outstanding READs/atomics as initiator and as responder, within what the device offers
     // (ibv_device_attr max_qp_init_rd_atom, max_qp_rd_atom; rxe checks the same).
     {max_qp_rd_atomic, [](const QpAttr& a, const DeviceLimits& d) { return a.max_rd_atomic <= d.max_qp_init_rd_atom; }},
-    {max_dest_rd_atomic, [](const QpAttr& a, const DeviceLimits& d) { return a.max_dest_rd_atomic <= d.max_qp_rd_atom; }},
+    {max_dest_rd_atomic,
+     [](const QpAttr& a, const DeviceLimits& d) { return a.max_dest_rd_atomic <= d.max_qp_rd_atom; }},
     // 24-bit numbers. Linux's ib core masks a wider PSN to 24 bits with a warning; we refuse
     // it, since a PSN that does not fit is the caller's bug and masking would hide it.
     {sq_psn, [](const QpAttr& a, const DeviceLimits&) { return a.sq_psn < k24Bits; }},

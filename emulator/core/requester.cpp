@@ -26,12 +26,17 @@ Operation operation_for(WrOpcode op, bool first, bool last) {
     case WrOpcode::rdma_write:
       return pick(Operation::write_only, Operation::write_first, Operation::write_middle, Operation::write_last);
     case WrOpcode::rdma_write_with_imm:
-      return pick(Operation::write_only_imm, Operation::write_first, Operation::write_middle, Operation::write_last_imm);
-    case WrOpcode::rdma_read: return Operation::read_request;
-    case WrOpcode::atomic_cmp_and_swp: return Operation::compare_swap;
-    case WrOpcode::atomic_fetch_and_add: return Operation::fetch_add;
+      return pick(Operation::write_only_imm, Operation::write_first, Operation::write_middle,
+                  Operation::write_last_imm);
+    case WrOpcode::rdma_read:
+      return Operation::read_request;
+    case WrOpcode::atomic_cmp_and_swp:
+      return Operation::compare_swap;
+    case WrOpcode::atomic_fetch_and_add:
+      return Operation::fetch_add;
     case WrOpcode::local_inv:
-    case WrOpcode::bind_mw: break;
+    case WrOpcode::bind_mw:
+      break;
   }
   return Operation::send_only;
 }
@@ -221,15 +226,22 @@ void account_sent(Device& d, Qp& q, SendWqe& w, const PacketPlan& p, std::size_t
 WcOpcode wc_opcode(WrOpcode op) {
   switch (op) {
     case WrOpcode::rdma_write:
-    case WrOpcode::rdma_write_with_imm: return WcOpcode::rdma_write;
-    case WrOpcode::rdma_read: return WcOpcode::rdma_read;
-    case WrOpcode::atomic_cmp_and_swp: return WcOpcode::comp_swap;
-    case WrOpcode::atomic_fetch_and_add: return WcOpcode::fetch_add;
-    case WrOpcode::local_inv: return WcOpcode::local_inv;
-    case WrOpcode::bind_mw: return WcOpcode::bind_mw;
+    case WrOpcode::rdma_write_with_imm:
+      return WcOpcode::rdma_write;
+    case WrOpcode::rdma_read:
+      return WcOpcode::rdma_read;
+    case WrOpcode::atomic_cmp_and_swp:
+      return WcOpcode::comp_swap;
+    case WrOpcode::atomic_fetch_and_add:
+      return WcOpcode::fetch_add;
+    case WrOpcode::local_inv:
+      return WcOpcode::local_inv;
+    case WrOpcode::bind_mw:
+      return WcOpcode::bind_mw;
     case WrOpcode::send:
     case WrOpcode::send_with_imm:
-    case WrOpcode::send_with_inv: break;
+    case WrOpcode::send_with_inv:
+      break;
   }
   return WcOpcode::send;
 }
@@ -256,12 +268,13 @@ void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
   // The window is named by its index, whatever key byte it carries now (as dealloc_mw).
   Region* mw = d.region_at(w.wr.mw_rkey >> 8);
   Region* mr = d.find_region(w.wr.bind_mr_lkey);
-  const bool ok = mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
-                  mr->pd == mw->pd &&  // the window, its MR and the QP share one PD
-                  !(mw->kind == Region::Kind::mw_type2 && mw->valid) &&  // type 2 binds only when free (as rxe)
-                  mr->valid && (mr->access & access::mw_bind) && w.wr.bind_addr >= mr->iova &&
-                  w.wr.bind_length <= mr->length && w.wr.bind_addr - mr->iova <= mr->length - w.wr.bind_length &&
-                  (!(w.wr.bind_access & (access::remote_write | access::remote_atomic)) || (mr->access & access::local_write));
+  const bool ok =
+      mw && mw->kind != Region::Kind::mr && mw->pd == q.init.pd && mr && mr->kind == Region::Kind::mr &&
+      mr->pd == mw->pd &&                                    // the window, its MR and the QP share one PD
+      !(mw->kind == Region::Kind::mw_type2 && mw->valid) &&  // type 2 binds only when free (as rxe)
+      mr->valid && (mr->access & access::mw_bind) && w.wr.bind_addr >= mr->iova && w.wr.bind_length <= mr->length &&
+      w.wr.bind_addr - mr->iova <= mr->length - w.wr.bind_length &&
+      (!(w.wr.bind_access & (access::remote_write | access::remote_atomic)) || (mr->access & access::local_write));
   if (!ok) {
     w.status = WcStatus::mw_bind_err;
     return;

@@ -14,17 +14,20 @@ namespace {
 using wire::Ext;
 using wire::OpFlag;
 
-constexpr std::uint8_t kAckNoCredit = 0x1F;  // "no credit information", as Linux rxe sends
+constexpr std::uint8_t kAckNoCredit = 0x1F;   // "no credit information", as Linux rxe sends
 constexpr std::size_t kResourceHistory = 64;  // finished READs/atomics kept to answer duplicates
 constexpr std::size_t kGrhLength = 40;
 
-std::uint8_t nak(wire::NakCode code) { return wire::make_syndrome(wire::AckKind::nak, static_cast<std::uint8_t>(code)); }
+std::uint8_t nak(wire::NakCode code) {
+  return wire::make_syndrome(wire::AckKind::nak, static_cast<std::uint8_t>(code));
+}
 
 void queue_ack(Qp& q, std::uint32_t psn, std::uint8_t syndrome) {
   // One slot, a later answer replacing an earlier one; but a NAK or RNR NAK still waiting to
   // go is kept against an ACK or sequence NAK that says no more (for an earlier or the same
   // PSN): replacing it would lose the RNR wait or the fast resend.
-  const bool weaker = wire::ack_kind(syndrome) == wire::AckKind::ack || syndrome == nak(wire::NakCode::psn_sequence_error);
+  const bool weaker =
+      wire::ack_kind(syndrome) == wire::AckKind::ack || syndrome == nak(wire::NakCode::psn_sequence_error);
   if (q.ack_pending && wire::ack_kind(q.ack_syndrome) != wire::AckKind::ack && weaker && psn_diff(psn, q.ack_psn) <= 0)
     return;
   q.ack_pending = true;
@@ -146,7 +149,8 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
       r->valid = false;
     }
   }
-  complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp, 0);
+  complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp,
+                0);
   q.in_send = false;
 }
 
@@ -156,7 +160,7 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
     const std::uint64_t len = wire::Reth::dma_length::get(reth);
     // A zero-length WRITE or READ touches no memory: its R_Key and VA go unchecked (C9-88, as rxe).
     const auto host = !(q.attr.qp_access_flags & access::remote_write) ? std::nullopt
-                      : len == 0 ? std::optional<std::uint64_t>{0}
+                      : len == 0                                       ? std::optional<std::uint64_t>{0}
                                  : d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
                                                access::remote_write, q.qpn);
     if (!host) {
@@ -234,7 +238,8 @@ void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
   r.atomic = true;
   r.psn = p.psn();
   const bool ok = wire::operation_of(p.opcode()) == wire::Operation::compare_swap
-                      ? d.memory().compare_swap(*host, wire::AtomicEth::compare::get(a), wire::AtomicEth::swap_add::get(a), r.original)
+                      ? d.memory().compare_swap(*host, wire::AtomicEth::compare::get(a),
+                                                wire::AtomicEth::swap_add::get(a), r.original)
                       : d.memory().fetch_add(*host, wire::AtomicEth::swap_add::get(a), r.original);
   if (!ok) return reject(d, q, p, wire::NakCode::remote_access_error);
   q.msn = psn_add(q.msn, 1);
@@ -317,7 +322,8 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
 
   // The opcode must continue the message in progress, or start one (s9.7.5.1.3 C9-84).
   const bool continues = oi.is(OpFlag::send) ? q.in_send : oi.is(OpFlag::write) && q.in_write;
-  if (oi.is(OpFlag::first) ? (q.in_send || q.in_write) : !continues) return reject(d, q, p, wire::NakCode::invalid_request);
+  if (oi.is(OpFlag::first) ? (q.in_send || q.in_write) : !continues)
+    return reject(d, q, p, wire::NakCode::invalid_request);
   if ((oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) && !rc) return reject(d, q, p, wire::NakCode::invalid_request);
 
   // A message that needs a receive WQE waits for one: RNR NAK (s9.7.5.1.5), and the

@@ -195,7 +195,7 @@ struct Wc {
   WcOpcode opcode = WcOpcode::send;
   std::uint32_t vendor_err = 0;
   std::uint32_t byte_len = 0;
-  std::uint32_t imm_data = 0;        // or the invalidated rkey with wc_flags::with_inv
+  std::uint32_t imm_data = 0;  // or the invalidated rkey with wc_flags::with_inv
   std::uint32_t qp_num = 0;
   std::uint32_t src_qp = 0;
   std::uint32_t wc_flags = 0;

@@ -16,7 +16,7 @@ struct SendWqe {
   SendWr wr;
   std::uint64_t length = 0;  // bytes the operation moves (sum of SGEs, or the inline data)
   bool signaled = false;
-  bool started = false;      // has PSNs: first_psn .. first_psn + packets - 1
+  bool started = false;  // has PSNs: first_psn .. first_psn + packets - 1
   std::uint32_t first_psn = 0;
   std::uint32_t packets = 0;  // PSNs the operation uses (a READ: its response packets)
   bool complete = false;      // acknowledged (or failed); retired when it reaches the head

@@ -9,15 +9,18 @@ namespace {
 bool valid_opcode(QpType type, WrOpcode op) {
   switch (op) {
     case WrOpcode::send:
-    case WrOpcode::send_with_imm: return true;
+    case WrOpcode::send_with_imm:
+      return true;
     case WrOpcode::rdma_write:
     case WrOpcode::rdma_write_with_imm:
     case WrOpcode::local_inv:
-    case WrOpcode::bind_mw: return type != QpType::ud;
+    case WrOpcode::bind_mw:
+      return type != QpType::ud;
     case WrOpcode::send_with_inv:  // RC only: UC has no SEND-with-Invalidate opcode
     case WrOpcode::rdma_read:
     case WrOpcode::atomic_cmp_and_swp:
-    case WrOpcode::atomic_fetch_and_add: return type == QpType::rc;
+    case WrOpcode::atomic_fetch_and_add:
+      return type == QpType::rc;
   }
   return false;
 }

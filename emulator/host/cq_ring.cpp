@@ -17,7 +17,8 @@ std::size_t ring_bytes(std::uint32_t capacity) { return CqRing::kEntriesOffset +
 
 }  // namespace
 
-CqRing::CqRing(void* base, std::size_t bytes, std::uint32_t capacity) : base_(base), bytes_(bytes), capacity_(capacity) {}
+CqRing::CqRing(void* base, std::size_t bytes, std::uint32_t capacity)
+    : base_(base), bytes_(bytes), capacity_(capacity) {}
 
 CqRing::~CqRing() { ::munmap(base_, bytes_); }
 

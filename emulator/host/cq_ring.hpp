@@ -67,9 +67,7 @@ class CqRing {
  private:
   CqRing(void* base, std::size_t bytes, std::uint32_t capacity);
   CqRingHeader& header() const { return *static_cast<CqRingHeader*>(base_); }
-  core::Wc* entries() const {
-    return reinterpret_cast<core::Wc*>(static_cast<std::uint8_t*>(base_) + kEntriesOffset);
-  }
+  core::Wc* entries() const { return reinterpret_cast<core::Wc*>(static_cast<std::uint8_t*>(base_) + kEntriesOffset); }
 
   void* base_;
   std::size_t bytes_;

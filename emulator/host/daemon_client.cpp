@@ -87,7 +87,10 @@ void DaemonClient::attach_work_ring(int doorbell) {
 
 DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, core::MulticastLimits multicast_limits,
                            std::string address)
-    : fd_(fd), events_fd_(events_fd), daemon_pid_(daemon_pid), multicast_limits_(multicast_limits),
+    : fd_(fd),
+      events_fd_(events_fd),
+      daemon_pid_(daemon_pid),
+      multicast_limits_(multicast_limits),
       address_(std::move(address)),
       reply_(daemon::kMaxMessage) {}
 
@@ -204,7 +207,8 @@ core::Expected<core::MrKeys> DaemonClient::reg_mr(std::uint32_t pd, std::uint64_
 }
 
 int DaemonClient::rereg_mr(std::uint32_t lkey, const core::MrChange& change) {
-  const std::uint8_t flags = (change.pd ? daemon::kChangePd : 0) | (change.translation ? daemon::kChangeTranslation : 0) |
+  const std::uint8_t flags = (change.pd ? daemon::kChangePd : 0) |
+                             (change.translation ? daemon::kChangeTranslation : 0) |
                              (change.access ? daemon::kChangeAccess : 0);
   return simple(Op::rereg_mr, lkey, flags, change.pd.value_or(0), change.translation.value_or(core::MrTranslation{}),
                 change.access.value_or(0));
@@ -212,9 +216,13 @@ int DaemonClient::rereg_mr(std::uint32_t lkey, const core::MrChange& change) {
 
 int DaemonClient::dereg_mr(std::uint32_t lkey) { return simple(Op::dereg_mr, lkey); }
 
-int DaemonClient::attach_mcast(std::uint32_t qpn, const core::Gid& group) { return simple(Op::attach_mcast, qpn, group); }
+int DaemonClient::attach_mcast(std::uint32_t qpn, const core::Gid& group) {
+  return simple(Op::attach_mcast, qpn, group);
+}
 
-int DaemonClient::detach_mcast(std::uint32_t qpn, const core::Gid& group) { return simple(Op::detach_mcast, qpn, group); }
+int DaemonClient::detach_mcast(std::uint32_t qpn, const core::Gid& group) {
+  return simple(Op::detach_mcast, qpn, group);
+}
 
 core::Expected<std::uint32_t> DaemonClient::alloc_mw(std::uint32_t pd, int type) {
   return create<std::uint32_t>(Op::alloc_mw, [&](Writer& out) {

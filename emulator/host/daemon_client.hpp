@@ -130,10 +130,10 @@ class DaemonClient final : public DeviceLink {
                                int& err);
   bool push_record();  // record_ into the work ring, waiting for room; false when the daemon is gone
   void ring_doorbell();
-  void read_events();     // the event thread
+  void read_events();                                    // the event thread
   void dispatch(std::span<const std::uint8_t> message);  // one event message, under handlers_mutex_
   int cm_with_data(daemon::Op op, std::uint32_t id, std::span<const std::uint8_t> private_data);
-  void lost_daemon();     // device_fatal, once
+  void lost_daemon();  // device_fatal, once
 
   int fd_ = -1;
   int events_fd_ = -1;  // our end of the event socket pair

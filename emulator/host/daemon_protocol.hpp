@@ -25,7 +25,7 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 5;  // 2: shared-memory CQ rings; 3: work rings; 4: CM; 5: multicast
+inline constexpr std::uint32_t kVersion = 5;         // 2: shared-memory CQ rings; 3: work rings; 4: CM; 5: multicast
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19 +
@@ -69,7 +69,7 @@ enum class Op : std::uint32_t {
   post_send,
   post_recv,
   post_srq_recv,
-  drain_cq,  // the CQ's ring has room again: move what waits in the engine (cq_ring.hpp)
+  drain_cq,          // the CQ's ring has room again: move what waits in the engine (cq_ring.hpp)
   attach_work_ring,  // with the client's work ring attached (work_ring.hpp)
   queue_room,        // u8 Device::WorkQueue, u32 handle -> u32 WRs the queue still takes
   // The connection manager of port 1 (DeviceLink::cm_*; daemon_cm_codec.hpp for the bodies).

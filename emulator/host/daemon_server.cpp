@@ -96,9 +96,13 @@ DaemonStart DaemonServer::start(EmbeddedHost& host, ProcessMemory& memory, Daemo
   return {std::move(server), {}};
 }
 
-DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd,
-                           int stop_fd)
-    : host_(host), memory_(memory), link_(host), options_(std::move(options)), listen_fd_(listen_fd), stop_fd_(stop_fd) {
+DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd)
+    : host_(host),
+      memory_(memory),
+      link_(host),
+      options_(std::move(options)),
+      listen_fd_(listen_fd),
+      stop_fd_(stop_fd) {
   host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
                            [this](const core::AsyncEvent& e) { send_event(e); });
   host_.set_cm_handler([this](const core::CmEvent& e) { send_event(e); });
@@ -131,8 +135,8 @@ void DaemonServer::publish_room(core::Device& device, Client& owner) {
     last = qpn;
     const auto& taken = owner.taken[qpn];
     using Q = core::Device::WorkQueue;
-    owner.work->publish_room(qpn, QueueRoom{device.room(Q::send, qpn).value_or(0), device.room(Q::recv, qpn).value_or(0),
-                                            taken[0], taken[1]});
+    owner.work->publish_room(qpn, QueueRoom{device.room(Q::send, qpn).value_or(0),
+                                            device.room(Q::recv, qpn).value_or(0), taken[0], taken[1]});
   }
 }
 

@@ -182,7 +182,7 @@ class DaemonServer final : private WorkSource {
   // RTU, REJ or DREQ (`step`) on one of the client's connections, with the request's private data.
   using PrivateDataStep = int (core::ConnectionManager::*)(core::Time, std::uint32_t, std::span<const std::uint8_t>);
   bool private_data_step(Client& client, daemon::Reader& in, daemon::Writer& out, PrivateDataStep step);
-  void release(Client& client);  // destroys what the client created
+  void release(Client& client);     // destroys what the client created
   void release_cm(Client& client);  // ends its connections (DREQ or REJ) and listeners
   void send_event(std::uint32_t cq);
   void send_event(const core::AsyncEvent& event);
@@ -208,7 +208,7 @@ class DaemonServer final : private WorkSource {
   const DaemonOptions options_;
   int listen_fd_ = -1;
   EventOutbox outbox_;  // every event to a client goes through it
-  int stop_fd_ = -1;  // an eventfd: written once, to end accept_loop
+  int stop_fd_ = -1;    // an eventfd: written once, to end accept_loop
   std::thread accept_thread_;
   std::mutex mutex_;  // guards clients_ and every client's owned objects
   std::list<Client> clients_;

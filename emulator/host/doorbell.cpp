@@ -21,7 +21,8 @@ void Doorbell::kick() {
   work_.store(true);
   if (sleeping_.load()) {
     const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = write(eventfd_, &one, sizeof one);  // fails only when the count would overflow: it is rung already
+    [[maybe_unused]] const ssize_t n =
+        write(eventfd_, &one, sizeof one);  // fails only when the count would overflow: it is rung already
   }
 }
 

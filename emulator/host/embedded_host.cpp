@@ -57,7 +57,8 @@ HostStart EmbeddedHost::start(HostConfig config) {
   // Looped-back packets need no ICRC unless a capture shows them or a fault stage may corrupt them.
   config.device.unsealed_loopback = !config.capture_path && !config.faults;
   std::unique_ptr<EmbeddedHost> host(new EmbeddedHost(std::move(backend), config.device, config.memory, config.spin));
-  if (const int err = host->doorbell_.error()) return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
+  if (const int err = host->doorbell_.error())
+    return {nullptr, std::string("cannot create an eventfd: ") + std::strerror(err)};
   if (config.capture_path) {
     net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
     if (!capture.stage) return {nullptr, capture.error};
@@ -89,8 +90,8 @@ core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& ba
 
 }  // namespace
 
-EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device,
-                           core::Memory* memory, std::chrono::nanoseconds spin)
+EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device, core::Memory* memory,
+                           std::chrono::nanoseconds spin)
     : memory_(memory != nullptr ? *memory : direct_memory_),
       backend_(std::move(backend)),
       device_(for_backend(std::move(device), *backend_), memory_),
@@ -427,7 +428,7 @@ void EmbeddedHost::set_completion_sink(std::function<void(core::Device&)> sink) 
 
 void EmbeddedHost::collect_events() {
   carry_out_group_changes();  // leaves (a detach, a destroyed QP); joins happen in attach_mcast
-  memory_.flush();  // and before completions and events reach the application
+  memory_.flush();            // and before completions and events reach the application
   if (completion_sink_) {
     completion_sink_(device_);
   } else {

@@ -33,8 +33,8 @@
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/fault_stage.hpp"
 #include "emulator/host/host_clock.hpp"
-#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/backend.hpp"
+#include "emulator/net/capture_stage.hpp"
 
 namespace softrdma::host {
 
@@ -65,8 +65,8 @@ struct HostConfig {
 struct HostStats {
   core::DeviceCounters device;
   net::UdpCounters udp;
-  net::CaptureCounters capture;  // all 0 without a capture
-  FaultStats faults;             // all 0 without faults
+  net::CaptureCounters capture;       // all 0 without a capture
+  FaultStats faults;                  // all 0 without faults
   std::vector<net::NamedCount> port;  // the backend's port_counters(); none for udp
 };
 
@@ -169,9 +169,9 @@ class EmbeddedHost {
     bool more = false;  // the engine has more, or the socket's send buffer is full
   };
 
-  void run();                // the progress thread
-  void send_pulled();        // after a pull: sends what its posts queued (post())
-  bool progress();           // one step under the lock, then events; whether anything happened
+  void run();                 // the progress thread
+  void send_pulled();         // after a pull: sends what its posts queued (post())
+  bool progress();            // one step under the lock, then events; whether anything happened
   bool step(core::Time now);  // receive (and hand on what it completed), timers, transmit, events; the lock is held
   std::size_t receive(core::Time now);
   std::size_t deliver(core::Time now, std::span<const core::RxPacket> packets);  // through faults and capture
@@ -199,11 +199,11 @@ class EmbeddedHost {
   std::unique_ptr<net::Backend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
-  std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
-  bool unsent_ = false;                   // after_call left packets for poll_cq(); guarded by mutex_
-  std::uint64_t loopback_packets_ = 0;    // guarded by mutex_
-  std::unique_ptr<net::CaptureStage> capture_;  // null without a capture; guarded by mutex_
-  std::optional<FaultStage> faults_;            // none without faults; guarded by mutex_
+  std::vector<core::TxPacket> tx_queue_;                // taken from the engine, not yet accepted by the kernel
+  bool unsent_ = false;                                 // after_call left packets for poll_cq(); guarded by mutex_
+  std::uint64_t loopback_packets_ = 0;                  // guarded by mutex_
+  std::unique_ptr<net::CaptureStage> capture_;          // null without a capture; guarded by mutex_
+  std::optional<FaultStage> faults_;                    // none without faults; guarded by mutex_
   std::function<void(core::Device&)> completion_sink_;  // guarded by mutex_
   std::vector<std::uint32_t> unused_completed_cqs_;     // without a sink; guarded by mutex_
   std::atomic<WorkSource*> work_source_{nullptr};

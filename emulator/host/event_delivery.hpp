@@ -48,7 +48,7 @@ class EventDelivery {
   AsyncEventHandler on_async_;
   CmEventHandler on_cm_;
   std::mutex queue_mutex_;
-  std::deque<Event> queue_;  // guarded by queue_mutex_
+  std::deque<Event> queue_;           // guarded by queue_mutex_
   std::atomic<bool> pending_{false};  // !queue_.empty(), readable without the mutex
 };
 

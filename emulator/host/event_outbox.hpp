@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <span>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>

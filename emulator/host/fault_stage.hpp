@@ -58,7 +58,7 @@ class FaultStage {
   const std::optional<net::LinkDown> link_down_;
   net::FaultLine<core::TxPacket, TxBytes> tx_;
   net::FaultLine<Received, RxBytes> rx_;
-  std::vector<Received> ready_;       // rx packets handed out by the last receive()
+  std::vector<Received> ready_;        // rx packets handed out by the last receive()
   std::vector<core::RxPacket> views_;  // and views of them
 };
 

@@ -114,8 +114,9 @@ void ProcessMemory::write_staged() {
   const std::size_t written = n < 0 ? 0 : static_cast<std::size_t>(n);
   if (written < staged_.size()) {
     lost_write_bytes_ += staged_.size() - written;
-    std::fprintf(stderr, "softrdmad: %zu bytes could not be written into process %d (%s): was registered memory unmapped?\n",
-                 staged_.size() - written, static_cast<int>(staged_pid_), n < 0 ? std::strerror(errno) : "partial write");
+    std::fprintf(
+        stderr, "softrdmad: %zu bytes could not be written into process %d (%s): was registered memory unmapped?\n",
+        staged_.size() - written, static_cast<int>(staged_pid_), n < 0 ? std::strerror(errno) : "partial write");
   }
   staged_.clear();
   staged_to_.clear();

@@ -16,7 +16,7 @@ constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 // The size of a sealed memfd, or 0 when `fd` is not one.
 std::size_t sealed_memory_size(int fd) {
-  struct stat st{};
+  struct stat st {};
   if ((::fcntl(fd, F_GET_SEALS) & kSeals) != kSeals || ::fstat(fd, &st) != 0 || st.st_size < 0) return 0;
   return static_cast<std::size_t>(st.st_size);
 }

@@ -6,10 +6,11 @@
 // One thread serves it, blocked in accept() between connections: no CPU while nobody asks.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 #include <thread>
 #include <vector>
 

@@ -157,22 +157,32 @@ void put_object(JsonOut& j, std::string_view name, const Counters& c) {
 
 const char* type_name(core::QpType type) {
   switch (type) {
-    case core::QpType::rc: return "RC";
-    case core::QpType::uc: return "UC";
-    case core::QpType::ud: return "UD";
+    case core::QpType::rc:
+      return "RC";
+    case core::QpType::uc:
+      return "UC";
+    case core::QpType::ud:
+      return "UD";
   }
   return "?";
 }
 
 const char* state_name(core::QpState state) {
   switch (state) {
-    case core::QpState::reset: return "RESET";
-    case core::QpState::init: return "INIT";
-    case core::QpState::rtr: return "RTR";
-    case core::QpState::rts: return "RTS";
-    case core::QpState::sqd: return "SQD";
-    case core::QpState::sqe: return "SQE";
-    case core::QpState::err: return "ERR";
+    case core::QpState::reset:
+      return "RESET";
+    case core::QpState::init:
+      return "INIT";
+    case core::QpState::rtr:
+      return "RTR";
+    case core::QpState::rts:
+      return "RTS";
+    case core::QpState::sqd:
+      return "SQD";
+    case core::QpState::sqe:
+      return "SQE";
+    case core::QpState::err:
+      return "ERR";
   }
   return "?";
 }

@@ -31,7 +31,7 @@ struct StatsReport {
   std::string address;  // the address the device's socket holds
   HostStats host;
   std::vector<net::NamedCount> dma;  // how the daemon reached its clients' memory; none in embedded mode
-  std::vector<core::QpStats> qps;  // the live QPs, in QPN order
+  std::vector<core::QpStats> qps;    // the live QPs, in QPN order
 };
 
 std::string to_json(const StatsReport& report);

@@ -22,11 +22,11 @@ struct UdpCounters {
   std::uint64_t tx_no_route = 0;  // no way to the destination: other address family, neighbour unresolved
   std::uint64_t rx_packets = 0;
   std::uint64_t rx_bytes = 0;
-  std::uint64_t rx_truncated = 0;     // datagrams or frames too long for a receive slot, dropped
-  std::uint64_t rx_errors = 0;        // failed receive calls; dpdk: malformed or foreign frames
-  std::uint64_t rx_kernel_drops = 0;  // dropped below us on full buffers (SO_RXQ_OVFL; dpdk: imissed)
-  std::uint64_t tx_gso_datagrams = 0;   // datagrams sent with UDP GSO (several packets each)
-  std::uint64_t rx_gro_datagrams = 0;   // datagrams received coalesced (UDP_GRO), split here
+  std::uint64_t rx_truncated = 0;      // datagrams or frames too long for a receive slot, dropped
+  std::uint64_t rx_errors = 0;         // failed receive calls; dpdk: malformed or foreign frames
+  std::uint64_t rx_kernel_drops = 0;   // dropped below us on full buffers (SO_RXQ_OVFL; dpdk: imissed)
+  std::uint64_t tx_gso_datagrams = 0;  // datagrams sent with UDP GSO (several packets each)
+  std::uint64_t rx_gro_datagrams = 0;  // datagrams received coalesced (UDP_GRO), split here
   // Packets to the device's own address, which the host hands straight back to its engine as a
   // NIC loops them back: never on the wire, and in none of the counts above.
   std::uint64_t loopback_packets = 0;

@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <system_error>
 #include <set>
+#include <system_error>
 
 #include "emulator/core/copy_bytes.hpp"
 #include "emulator/core/roce_headers.hpp"
@@ -257,8 +257,7 @@ void CaptureStage::report_drops() {
   const std::uint64_t dropped = dropped_.load();
   if (dropped == 0) return;
   std::fprintf(stderr, "softrdma: capture %s: %llu frames dropped (%s)\n", path_.c_str(),
-               static_cast<unsigned long long>(dropped),
-               error_.empty() ? "the writer fell behind" : error_.c_str());
+               static_cast<unsigned long long>(dropped), error_.empty() ? "the writer fell behind" : error_.c_str());
 }
 
 }  // namespace softrdma::net

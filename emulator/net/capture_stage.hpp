@@ -140,7 +140,7 @@ class CaptureStage {
   std::condition_variable wake_;      // the writer: frames queued, or closing
   std::condition_variable drained_;   // flush(): the writer wrote a batch
   Queue queue_;
-  bool busy_ = false;                 // the writer is writing a batch it took from queue_
+  bool busy_ = false;  // the writer is writing a batch it took from queue_
   bool closing_ = false;
   bool closed_ = false;
   std::atomic<std::uint64_t> written_{0};

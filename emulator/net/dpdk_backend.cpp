@@ -1,13 +1,12 @@
 #include "emulator/net/dpdk_backend.hpp"
 
 #include <pthread.h>
-#include <sched.h>
-
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mbuf_pool_ops.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <array>
@@ -35,7 +34,8 @@ std::atomic<bool> eal_taken{false};
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 std::string rte_error(int err) { return rte_strerror(err < 0 ? -err : err); }
@@ -121,7 +121,8 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
       return failed("gateway " + config.gateway + " is not on the link (give --ip ADDRESS/PREFIX that holds it)");
     on_link.gateway = gateway;
   }
-  if (eal_taken.exchange(true)) return failed("EAL is already initialised in this process (one dpdk device per process)");
+  if (eal_taken.exchange(true))
+    return failed("EAL is already initialised in this process (one dpdk device per process)");
 
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -131,10 +132,12 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
 
   const std::uint16_t port = config.port;
   if (!rte_eth_dev_is_valid_port(port))
-    return failed("no ethdev port " + std::to_string(port) + " (EAL created " + std::to_string(rte_eth_dev_count_avail()) +
+    return failed("no ethdev port " + std::to_string(port) + " (EAL created " +
+                  std::to_string(rte_eth_dev_count_avail()) +
                   "; name one with --vdev=... or a PCI device in the EAL arguments)");
   rte_eth_dev_info info{};
-  if (const int err = rte_eth_dev_info_get(port, &info); err != 0) return failed("cannot query port: " + rte_error(err));
+  if (const int err = rte_eth_dev_info_get(port, &info); err != 0)
+    return failed("cannot query port: " + rte_error(err));
 
   const int socket = rte_eth_dev_socket_id(port);
   rte_mempool* pool = create_pool("softrdma_" + std::to_string(port), socket < 0 ? SOCKET_ID_ANY : socket);
@@ -204,8 +207,8 @@ BackendOpen DpdkBackend::open(const DpdkConfig& config) {
   std::fprintf(stderr, "softrdmad: dpdk port %u (%s): MAC %s, link %s, %u queue pair%s%s\n", port, info.driver_name,
                wire::mac_text(our_mac).c_str(), link.link_status == RTE_ETH_LINK_DOWN ? "down" : "up", queues,
                queues == 1 ? "" : "s", queues > 1 && rss != 0 ? " with RSS" : "");
-  return {std::unique_ptr<Backend>(new DpdkBackend(port, queues, pool, our_mac, gid, on_link, config.ip,
-                                                   config.poll_interval_ns)),
+  return {std::unique_ptr<Backend>(
+              new DpdkBackend(port, queues, pool, our_mac, gid, on_link, config.ip, config.poll_interval_ns)),
           {}};
 }
 
@@ -358,7 +361,8 @@ void DpdkBackend::send_link_output(std::uint64_t now) {
   }
   if (out.empty()) return;
   // Slow path (a neighbour's first packets, ARP, ND): what the ring refuses is lost; RC retransmits.
-  const std::uint16_t sent = transmit(out.data(), static_cast<std::uint16_t>(std::min<std::size_t>(out.size(), UINT16_MAX)));
+  const std::uint16_t sent =
+      transmit(out.data(), static_cast<std::uint16_t>(std::min<std::size_t>(out.size(), UINT16_MAX)));
   for (std::size_t i = link_frames; i < sent; ++i) {
     ++counters_.tx_packets;
     counters_.tx_bytes += packet_bytes[i - link_frames];

@@ -42,7 +42,7 @@ struct DpdkConfig {
   // The port's MAC, when the PMD's own will not do: virtual devices make one up (net_pcap, memif
   // pick theirs at random), and a replayed capture's frames name the MAC they were sent to.
   std::optional<wire::MacAddress> mac;
-  std::string ip;                     // the device's IPv4 or IPv6 address; no kernel interface should hold it
+  std::string ip;  // the device's IPv4 or IPv6 address; no kernel interface should hold it
   // The link's prefix (bits of `ip`) and the gateway beyond it (EthernetLink's OnLink); without
   // a prefix every peer is on the link.
   std::optional<unsigned> prefix_len;
@@ -104,7 +104,7 @@ class DpdkBackend final : public Backend {
   EthernetLink link_;
   std::string address_;
   std::uint64_t poll_interval_ns_;
-  std::vector<rte_mbuf*> received_;  // the mbufs behind rx_, freed by the next receive()
+  std::vector<rte_mbuf*> received_;                // the mbufs behind rx_, freed by the next receive()
   std::vector<std::vector<std::uint8_t>> linear_;  // chained frames copied whole, one per burst slot
   std::vector<core::RxPacket> rx_;
   UdpCounters counters_;

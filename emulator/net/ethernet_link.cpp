@@ -80,7 +80,8 @@ std::optional<core::RxPacket> EthernetLink::receive(std::span<const std::uint8_t
   return take_roce(frame, *eth);
 }
 
-std::optional<core::RxPacket> EthernetLink::take_roce(std::span<const std::uint8_t> frame, const wire::EthernetView& eth) {
+std::optional<core::RxPacket> EthernetLink::take_roce(std::span<const std::uint8_t> frame,
+                                                      const wire::EthernetView& eth) {
   if (eth.dst() != mac_) {  // the port may be promiscuous (af_packet makes it so)
     ++counters_.rx_not_ours;
     return std::nullopt;

@@ -54,19 +54,19 @@
 namespace softrdma::net {
 
 struct LinkCounters {
-  std::uint64_t rx_roce = 0;           // RoCEv2 packets for us, handed on
-  std::uint64_t rx_arp = 0;            // ARP frames taken in
-  std::uint64_t rx_nd = 0;             // Neighbor Solicitations and Advertisements taken in
-  std::uint64_t rx_not_ours = 0;       // another MAC, IP or UDP port; other ethertypes and protocols
-  std::uint64_t rx_malformed = 0;      // truncated, bad checksums or lengths, fragments, bad ARP or ND
+  std::uint64_t rx_roce = 0;       // RoCEv2 packets for us, handed on
+  std::uint64_t rx_arp = 0;        // ARP frames taken in
+  std::uint64_t rx_nd = 0;         // Neighbor Solicitations and Advertisements taken in
+  std::uint64_t rx_not_ours = 0;   // another MAC, IP or UDP port; other ethertypes and protocols
+  std::uint64_t rx_malformed = 0;  // truncated, bad checksums or lengths, fragments, bad ARP or ND
   std::uint64_t arp_requests_sent = 0;
   std::uint64_t arp_replies_sent = 0;
   std::uint64_t nd_solicitations_sent = 0;
   std::uint64_t nd_advertisements_sent = 0;
-  std::uint64_t tx_held = 0;           // packets that waited for a neighbour's MAC
-  std::uint64_t tx_unresolved = 0;     // packets dropped: their neighbour never answered, or too many waited
-  std::uint64_t tx_wrong_family = 0;   // packets to an IPv6 GID from an IPv4 address or the reverse, dropped
-  std::uint64_t tx_no_route = 0;       // packets to an address off the link with no gateway, dropped
+  std::uint64_t tx_held = 0;          // packets that waited for a neighbour's MAC
+  std::uint64_t tx_unresolved = 0;    // packets dropped: their neighbour never answered, or too many waited
+  std::uint64_t tx_wrong_family = 0;  // packets to an IPv6 GID from an IPv4 address or the reverse, dropped
+  std::uint64_t tx_no_route = 0;      // packets to an address off the link with no gateway, dropped
 };
 
 // Which addresses are on the link: those sharing the device address's first prefix_len bits

@@ -27,8 +27,9 @@ std::optional<T> number(std::string_view v) {
 }
 
 bool same_name(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
-                    [](char x, char y) { return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y)); });
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
+  });
 }
 
 // The opcode kinds by the flags of wire/'s opcode table (s9.2, table 35).
@@ -43,7 +44,8 @@ constexpr std::array<Family, 8> kFamilies = {{
     {"read_resp", [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::read) && i.is(wire::OpFlag::response); }},
     {"ack", [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::ack); }},
     {"atomic", [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::atomic) && i.is(wire::OpFlag::request); }},
-    {"atomic_ack", [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::atomic) && i.is(wire::OpFlag::response); }},
+    {"atomic_ack",
+     [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::atomic) && i.is(wire::OpFlag::response); }},
     {"cnp", [](const wire::OpcodeInfo& i) { return i.is(wire::OpFlag::cnp); }},
 }};
 
@@ -64,7 +66,8 @@ std::string FaultFilter::add_opcodes(std::string_view list) {
       return {};
     }
     for (std::size_t op = 0; op < wire::kOpcodeTable.size(); ++op) {
-      if (wire::kOpcodeTable[op].valid && same_name(part, wire::opcode_name(wire::opcode(static_cast<std::uint8_t>(op))))) {
+      if (wire::kOpcodeTable[op].valid &&
+          same_name(part, wire::opcode_name(wire::opcode(static_cast<std::uint8_t>(op))))) {
         opcodes_.set(op);
         return {};
       }

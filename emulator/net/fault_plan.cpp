@@ -62,7 +62,9 @@ std::optional<std::vector<std::uint64_t>> positions(std::string_view v) {
 // Applies NAME=VALUE (with its :SUB=VALUE options) to one direction; an error text or empty.
 std::string apply(DirectionFaults& dir, std::string_view name, std::string_view value, std::string_view options) {
   // Appended, not "literal" + std::string: GCC 12 at -O3 sees a false -Wrestrict in that.
-  const auto bad = [&](std::string_view what) { return std::string(what).append(" in '").append(name).append("=").append(value) + "'"; };
+  const auto bad = [&](std::string_view what) {
+    return std::string(what).append(" in '").append(name).append("=").append(value) + "'";
+  };
   if (name == "opcode" || name == "qp" || name == "drop") {
     if (!options.empty()) return bad("no options are allowed");
     if (name == "drop") {
@@ -83,11 +85,17 @@ std::string apply(DirectionFaults& dir, std::string_view name, std::string_view 
   } else {
     const auto p = probability(value);
     if (!p) return bad("a probability such as 1% is expected");
-    if (name == "loss") r.loss = *p;
-    else if (name == "dup") r.dup = *p;
-    else if (name == "corrupt") r.corrupt = *p;
-    else if (name == "reorder") r.reorder = *p;
-    else return std::string("unknown fault '").append(name) + "' (loss, dup, corrupt, reorder, delay, opcode, qp, drop, rnr, linkdown, seed)";
+    if (name == "loss")
+      r.loss = *p;
+    else if (name == "dup")
+      r.dup = *p;
+    else if (name == "corrupt")
+      r.corrupt = *p;
+    else if (name == "reorder")
+      r.reorder = *p;
+    else
+      return std::string("unknown fault '").append(name) +
+             "' (loss, dup, corrupt, reorder, delay, opcode, qp, drop, rnr, linkdown, seed)";
   }
   while (!options.empty()) {
     const std::size_t colon = options.find(':');
@@ -147,17 +155,21 @@ FaultParse parse_faults(std::string_view spec) {
     if (name == "seed" || name == "rnr" || name == "rx.rnr") {
       std::uint64_t n = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-      if (ec != std::errc() || end != value.data() + value.size() || !options.empty() || (name != "seed" && n > 0xFFFF'FFFF))
+      if (ec != std::errc() || end != value.data() + value.size() || !options.empty() ||
+          (name != "seed" && n > 0xFFFF'FFFF))
         return {std::nullopt, std::string(name).append(" needs a number in '").append(item) + "'"};
-      if (name == "seed") plan.seed = n;
-      else plan.forced_rnr = static_cast<std::uint32_t>(n);
+      if (name == "seed")
+        plan.seed = n;
+      else
+        plan.forced_rnr = static_cast<std::uint32_t>(n);
       continue;
     }
     if (name == "linkdown") {
       if (std::string err = apply_link_down(plan, item, value, options); !err.empty()) return {std::nullopt, err};
       continue;
     }
-    if (name == "tx.rnr") return {std::nullopt, "rnr applies to the requests the device receives: 'rnr=K', not 'tx.rnr'"};
+    if (name == "tx.rnr")
+      return {std::nullopt, "rnr applies to the requests the device receives: 'rnr=K', not 'tx.rnr'"};
     bool tx = true, rx = true;
     if (name.starts_with("tx.")) {
       rx = false;
@@ -199,7 +211,8 @@ Fate FaultDice::roll(std::size_t length) {
     f.corrupt_at = corrupt_from_ + bit / 8;
     f.corrupt_bit = static_cast<std::uint8_t>(bit % 8);
   }
-  if (reorder < rates_.reorder) f.overtaken_by = 1 + static_cast<std::uint32_t>(jitter * rates_.reorder_depth) % rates_.reorder_depth;
+  if (reorder < rates_.reorder)
+    f.overtaken_by = 1 + static_cast<std::uint32_t>(jitter * rates_.reorder_depth) % rates_.reorder_depth;
   f.delay_ns = rates_.delay_ns + static_cast<core::Time>(jitter * static_cast<double>(rates_.jitter_ns));
   return f;
 }

@@ -27,7 +27,7 @@
 namespace softrdma::net {
 
 struct FaultRates {
-  double loss = 0;     // probabilities, 0..1
+  double loss = 0;  // probabilities, 0..1
   double dup = 0;
   double corrupt = 0;
   double reorder = 0;
@@ -40,7 +40,7 @@ struct FaultRates {
 // Everything that happens to one direction's packets.
 struct DirectionFaults {
   FaultRates rates;
-  FaultFilter filter;                  // which packets the rates and drop_nth apply to
+  FaultFilter filter;                   // which packets the rates and drop_nth apply to
   std::vector<std::uint64_t> drop_nth;  // 1-based positions among the matching packets, sorted
   bool any() const { return rates.any() || !drop_nth.empty(); }
 };
@@ -75,9 +75,9 @@ inline std::uint64_t direction_seed(const FaultPlan& plan, bool rx) {
 
 struct FaultCounters {
   std::uint64_t passed = 0;
-  std::uint64_t lost = 0;             // random loss
-  std::uint64_t dropped_nth = 0;      // "drop=N"
-  std::uint64_t link_down = 0;        // dropped while the link was down
+  std::uint64_t lost = 0;         // random loss
+  std::uint64_t dropped_nth = 0;  // "drop=N"
+  std::uint64_t link_down = 0;    // dropped while the link was down
   std::uint64_t duplicated = 0;
   std::uint64_t corrupted = 0;
   std::uint64_t reordered = 0;
@@ -118,7 +118,9 @@ template <class T, class Bytes>
 class FaultLine {
  public:
   FaultLine(DirectionFaults faults, std::uint64_t seed, std::size_t corrupt_from = 0)
-      : dice_(faults.rates, seed, corrupt_from), filter_(std::move(faults.filter)), drop_nth_(std::move(faults.drop_nth)) {}
+      : dice_(faults.rates, seed, corrupt_from),
+        filter_(std::move(faults.filter)),
+        drop_nth_(std::move(faults.drop_nth)) {}
 
   // Takes `item` at `now`; appends to `out` what may leave now.
   void push(core::Time now, T item, std::vector<T>& out) {
@@ -205,7 +207,7 @@ class FaultLine {
   FaultDice dice_;
   FaultFilter filter_;
   std::vector<std::uint64_t> drop_nth_;
-  std::size_t next_drop_ = 0;   // the first drop_nth_ entry not yet passed
+  std::size_t next_drop_ = 0;  // the first drop_nth_ entry not yet passed
   std::uint64_t matched_ = 0;  // packets the filter matched so far
   std::deque<Held> held_;
   FaultCounters counters_;

@@ -33,7 +33,8 @@ std::optional<CapturedPacket> PcapReader::next() {
     return std::nullopt;
   }
   CapturedPacket pkt;
-  pkt.time_ns = static_cast<std::uint64_t>(header->ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(header->ts.tv_usec);
+  pkt.time_ns =
+      static_cast<std::uint64_t>(header->ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(header->ts.tv_usec);
   pkt.original_length = header->len;
   pkt.data = {data, header->caplen};
   return pkt;

@@ -18,9 +18,9 @@ inline constexpr int kLinkEthernet = 1;
 inline constexpr int kLinkErf = 197;
 
 struct CapturedPacket {
-  std::uint64_t time_ns = 0;            // since the Unix epoch
-  std::uint32_t original_length = 0;    // on the wire; more than data.size() when snaplen cut it
-  std::span<const std::uint8_t> data;   // what the file holds
+  std::uint64_t time_ns = 0;           // since the Unix epoch
+  std::uint32_t original_length = 0;   // on the wire; more than data.size() when snaplen cut it
+  std::span<const std::uint8_t> data;  // what the file holds
   bool truncated() const { return original_length > data.size(); }
 };
 

@@ -25,8 +25,8 @@ void write_roce_headers(const wire::EthernetRepr& eth, const core::Endpoints& ro
   wire::Udp::checksum::set(udp, 0);
   if (!v4) {
     const std::uint32_t pseudo =
-        wire::pseudo_header_sum({ip + wire::Ipv6::src_offset, 16}, {ip + wire::Ipv6::dst_offset, 16}, wire::ip_proto::udp,
-                                static_cast<std::uint32_t>(udp_len));
+        wire::pseudo_header_sum({ip + wire::Ipv6::src_offset, 16}, {ip + wire::Ipv6::dst_offset, 16},
+                                wire::ip_proto::udp, static_cast<std::uint32_t>(udp_len));
     const std::uint32_t sum = wire::inet_sum(payload, wire::inet_sum({udp, wire::Udp::length}, pseudo));
     const std::uint16_t folded = wire::inet_fold(sum);
     wire::Udp::checksum::set(udp, folded == 0 ? 0xFFFF : folded);  // 0 would mean "none" (RFC 768)

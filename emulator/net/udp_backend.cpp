@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/ip/udp.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -54,7 +54,7 @@ struct UdpBackend::Slots {
 
   std::array<mmsghdr, kBurst> tx_msgs{};
   std::array<iovec, kBurst * kGsoSegments> tx_iov{};  // a message's packets are consecutive iovecs
-  std::array<std::size_t, kBurst> tx_packets{};        // how many packets each message holds
+  std::array<std::size_t, kBurst> tx_packets{};       // how many packets each message holds
   std::array<sockaddr_storage, kBurst> tx_to{};
   std::array<TxControl, kBurst> tx_control{};
 
@@ -84,7 +84,8 @@ std::string with_port(const asio::ip::address& a, std::uint16_t port) {
 // The reasons a person meets most get words of their own; the rest, strerror's.
 std::string bind_error(const std::string& where, int errnum) {
   if (errnum == EADDRINUSE)
-    return "cannot bind " + where + ": address already in use (another softrdma device or the rdma_rxe module holds it)";
+    return "cannot bind " + where +
+           ": address already in use (another softrdma device or the rdma_rxe module holds it)";
   if (errnum == EADDRNOTAVAIL)
     return "cannot bind " + where + ": cannot assign requested address (no network interface here has this address)";
   return "cannot bind " + where + ": " + std::strerror(errnum);
@@ -108,7 +109,8 @@ int configure(int fd, bool ipv4, const char*& what) {
     options.push_back({IPPROTO_IPV6, IPV6_V6ONLY, 1, "IPV6_V6ONLY"});
     options.push_back({IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO, "IPV6_MTU_DISCOVER"});
   }
-  options.push_back({SOL_SOCKET, SO_RCVBUF, UdpBackend::kSocketBufferBytes, "SO_RCVBUF"});  // capped by net.core.rmem_max
+  options.push_back(
+      {SOL_SOCKET, SO_RCVBUF, UdpBackend::kSocketBufferBytes, "SO_RCVBUF"});  // capped by net.core.rmem_max
   options.push_back({SOL_SOCKET, SO_SNDBUF, UdpBackend::kSocketBufferBytes, "SO_SNDBUF"});
   options.push_back({SOL_SOCKET, SO_RXQ_OVFL, 1, "SO_RXQ_OVFL"});
   for (const Option& o : options) {
@@ -195,7 +197,8 @@ UdpBackend::~UdpBackend() = default;
 
 std::size_t UdpBackend::gso_run(std::span<const core::TxPacket> packets, std::size_t first) const {
   const std::size_t size = packets[first].bytes.size();
-  if (!gso_ || no_gso_ > 0 || size < wire::Bth::length + wire::kIcrcLength) return 1;  // not a RoCE packet: nothing to number
+  if (!gso_ || no_gso_ > 0 || size < wire::Bth::length + wire::kIcrcLength)
+    return 1;                                                      // not a RoCE packet: nothing to number
   if (core::is_multicast_gid(packets[first].route.dst)) return 1;  // a group's members take no coalesced datagrams
   std::size_t n = 1, bytes = size;
   // Equal sizes, the last one possibly shorter (the kernel cuts the datagram every `size`).
@@ -210,7 +213,7 @@ std::size_t UdpBackend::gso_run(std::span<const core::TxPacket> packets, std::si
 }
 
 void UdpBackend::number_segments(std::span<core::TxPacket> run, bool as_gso) {
-  if (!ipv4_) return;  // IPv6 has no Identification
+  if (!ipv4_) return;                                                          // IPv6 has no Identification
   std::optional<std::pair<std::size_t, wire::Ipv4IdentificationShift>> shift;  // for one packet size
   for (std::size_t k = 0; k < run.size(); ++k) {
     core::TxPacket& p = run[k];
@@ -218,10 +221,11 @@ void UdpBackend::number_segments(std::span<core::TxPacket> run, bool as_gso) {
     if (p.route.ipv4_id == id) continue;
     const std::size_t size = p.bytes.size();
     if (!shift || shift->first != size)
-      shift.emplace(size, wire::Ipv4IdentificationShift(wire::kIpv4BytesAfterIdentification + wire::Udp::length +
-                                                        size - wire::kIcrcLength));
+      shift.emplace(size, wire::Ipv4IdentificationShift(wire::kIpv4BytesAfterIdentification + wire::Udp::length + size -
+                                                        wire::kIcrcLength));
     std::uint8_t* icrc = p.bytes.data() + size - wire::kIcrcLength;
-    wire::store_icrc(icrc, wire::load_icrc(icrc) ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
+    wire::store_icrc(icrc,
+                     wire::load_icrc(icrc) ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
     p.route.ipv4_id = id;
   }
 }
@@ -253,14 +257,16 @@ std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
       h.msg_namelen = socket_address_of(p.route.dst, kRoceV2Port, s.tx_to[n]);
       h.msg_iov = &s.tx_iov[iov];
       h.msg_iovlen = run;
-      for (std::size_t k = 0; k < run; ++k) s.tx_iov[iov++] = {packets[next + k].bytes.data(), packets[next + k].bytes.size()};
+      for (std::size_t k = 0; k < run; ++k)
+        s.tx_iov[iov++] = {packets[next + k].bytes.data(), packets[next + k].bytes.size()};
       // The GRH fields of the address vector go into the IP header. The ICRC masks them
       // (annex A17.4.2), so they change nothing the engine computed. Hop limit 0 means
       // "the default" here: the kernel refuses a TTL of 0.
       h.msg_control = s.tx_control[n].bytes;
       h.msg_controllen = 0;
       add_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TOS : IPV6_TCLASS, int{p.route.traffic_class});
-      if (p.route.hop_limit != 0) add_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, int{p.route.hop_limit});
+      if (p.route.hop_limit != 0)
+        add_cmsg(h, ipv4_ ? IPPROTO_IP : IPPROTO_IPV6, ipv4_ ? IP_TTL : IPV6_HOPLIMIT, int{p.route.hop_limit});
       if (run > 1) {
         add_cmsg(h, SOL_UDP, UDP_SEGMENT, static_cast<std::uint16_t>(p.bytes.size()));
         gso = true;
@@ -337,8 +343,9 @@ std::span<const core::RxPacket> UdpBackend::receive() {
     }
     const std::size_t length = s.rx_msgs[i].msg_len;
     const std::uint8_t* bytes = s.rx_bytes.get() + i * kSlotBytes;
-    const std::size_t step =
-        segment > 0 && static_cast<std::size_t>(segment) < length ? static_cast<std::size_t>(segment) : std::max<std::size_t>(length, 1);
+    const std::size_t step = segment > 0 && static_cast<std::size_t>(segment) < length
+                                 ? static_cast<std::size_t>(segment)
+                                 : std::max<std::size_t>(length, 1);
     if ((length + step - 1) / step > kGsoSegments) {  // more than GRO ever coalesces: not split blindly
       ++counters_.rx_truncated;
       continue;
@@ -348,8 +355,8 @@ std::span<const core::RxPacket> UdpBackend::receive() {
     for (std::uint16_t k = 0; k == 0 || offset < length; ++k, offset += step) {
       const std::size_t piece = std::min(step, length - offset);
       // Segment k of a GSO send left with IPv4 ID k (see the header).
-      s.rx_packets[out++] =
-          core::RxPacket{{bytes + offset, piece}, *src, local_gid_, port_of(s.rx_from[i]), false, ipv4_ ? k : std::uint16_t{0}};
+      s.rx_packets[out++] = core::RxPacket{{bytes + offset, piece}, *src,  local_gid_,
+                                           port_of(s.rx_from[i]),   false, ipv4_ ? k : std::uint16_t{0}};
       ++counters_.rx_packets;
       counters_.rx_bytes += piece;
     }

@@ -56,10 +56,10 @@ struct UdpOpenResult {
 
 class UdpBackend final : public Backend {
  public:
-  static constexpr std::size_t kBurst = 32;          // datagrams per sendmmsg / recvmmsg
-  static constexpr std::size_t kSlotBytes = 65536;   // the largest UDP datagram: a coalesced one, or a jumbo packet
-  static constexpr std::size_t kGsoSegments = 64;    // the kernel's UDP_MAX_SEGMENTS (and GRO's per datagram)
-  static constexpr std::size_t kGsoBytes = 65507;    // the UDP payload an IPv4 datagram can carry
+  static constexpr std::size_t kBurst = 32;           // datagrams per sendmmsg / recvmmsg
+  static constexpr std::size_t kSlotBytes = 65536;    // the largest UDP datagram: a coalesced one, or a jumbo packet
+  static constexpr std::size_t kGsoSegments = 64;     // the kernel's UDP_MAX_SEGMENTS (and GRO's per datagram)
+  static constexpr std::size_t kGsoBytes = 65507;     // the UDP payload an IPv4 datagram can carry
   static constexpr int kSocketBufferBytes = 4 << 20;  // a 1 MiB message in flight several times over
 
   // Binds `ip` (an IPv4 or IPv6 address in text form) : `port`. Packets always go to port
@@ -117,10 +117,10 @@ class UdpBackend final : public Backend {
   std::uint16_t local_port_ = kRoceV2Port;
   core::Gid local_gid_{};
   bool gso_ = true;
-  bool checksums_ = false;    // IPv4: SO_NO_CHECK is off at the moment
-  std::size_t no_gso_ = 0;    // packets still to send one by one after the kernel refused their GSO datagram
+  bool checksums_ = false;  // IPv4: SO_NO_CHECK is off at the moment
+  std::size_t no_gso_ = 0;  // packets still to send one by one after the kernel refused their GSO datagram
   std::unique_ptr<UdpGroups> groups_;
-  bool multicast_ = false;    // the socket is set up to send to groups (UdpGroups::prepare_sender)
+  bool multicast_ = false;  // the socket is set up to send to groups (UdpGroups::prepare_sender)
   UdpCounters counters_;
 };
 

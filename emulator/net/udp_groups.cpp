@@ -160,8 +160,8 @@ std::size_t UdpGroups::receive(std::span<core::RxPacket> out, UdpCounters& count
         continue;
       }
       const std::size_t length = s.msgs[slot].msg_len;
-      out[got++] = core::RxPacket{{s.bytes.get() + slot * kSlotBytes, length}, *src, member->group, port_of(s.from[slot]),
-                                  false, 0};
+      out[got++] = core::RxPacket{
+          {s.bytes.get() + slot * kSlotBytes, length}, *src, member->group, port_of(s.from[slot]), false, 0};
       ++counters.rx_packets;
       counters.rx_bytes += length;
     }

@@ -1,7 +1,7 @@
 // crc_bench: CRC32c, CRC-32 and the full RoCE ICRC (masked IPv4/UDP/BTH headers, then the
-// packet) throughput against memcpy of the same bytes, all measured in one run. A report: always exits 0. Build in Release to measure.
-// SOFTRDMA_CRC=avx2, =sse or =portable (the tables) in the environment caps what
-// crc32()/crc32c() use, to measure the lower tiers (emulator/host/crc_setting.hpp).
+// packet) throughput against memcpy of the same bytes, all measured in one run. A report: always exits 0. Build in
+// Release to measure. SOFTRDMA_CRC=avx2, =sse or =portable (the tables) in the environment caps what crc32()/crc32c()
+// use, to measure the lower tiers (emulator/host/crc_setting.hpp).
 //
 // Each payload size walks a ring of buffers totalling 256 KiB, so the working set stays in
 // L2 and memcpy is not bound by RAM. Every round measures every kernel at every size, so
@@ -69,8 +69,12 @@ struct Bench {
           escape(dst.data());
         });
         break;
-      case kCrc32c: gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32c(s); }); break;
-      case kCrc32: gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32(s); }); break;
+      case kCrc32c:
+        gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32c(s); });
+        break;
+      case kCrc32:
+        gbps = run(size, kSampleBytes, [&](auto s) { acc += wire::crc32(s); });
+        break;
       case kIcrc:
         gbps = run(size, kSampleBytes, [&](auto s) {
           acc += wire::compute_icrc(wire::NetworkHeader::ipv4, kIpv4, kUdp, {s.data() - kBth, s.size() + kBth});
@@ -82,7 +86,8 @@ struct Bench {
       case kCrc32Portable:
         gbps = run(size, kSampleBytes / 8, [&](auto s) { acc += wire::crc32_portable(s); });
         break;
-      case kKernels: break;
+      case kKernels:
+        break;
     }
     g_sink += acc;
     return gbps;
@@ -96,10 +101,14 @@ double median(std::vector<double> v) {
 
 const char* size_name(std::size_t size) {
   switch (size) {
-    case 64: return "64 B";
-    case 1024: return "1 KiB";
-    case 4096: return "4 KiB";
-    default: return "64 KiB";
+    case 64:
+      return "64 B";
+    case 1024:
+      return "1 KiB";
+    case 4096:
+      return "4 KiB";
+    default:
+      return "64 KiB";
   }
 }
 

@@ -26,8 +26,8 @@
 
 #include "emulator/core/device.hpp"
 #include "emulator/host/crc_setting.hpp"
-#include "wire/crc32.hpp"
 #include "tests/core/direct_link.hpp"
+#include "wire/crc32.hpp"
 
 namespace core = softrdma::core;
 
@@ -160,7 +160,8 @@ double write_bandwidth(std::size_t writes) {
   }
   pump(a, b);
   const double s = seconds_since(start);
-  if (std::memcmp(a.buffer.data(), b.buffer.data(), a.buffer.size()) != 0) std::puts("engine_bench: WRITE data mismatch!");
+  if (std::memcmp(a.buffer.data(), b.buffer.data(), a.buffer.size()) != 0)
+    std::puts("engine_bench: WRITE data mismatch!");
   return static_cast<double>(writes * size) / s;
 }
 
@@ -215,13 +216,12 @@ double median(std::vector<double> v) {
 }
 
 int usage(std::FILE* to, int status) {
-  std::fputs(
-      "usage: engine_bench [--rounds N]\n"
-      "The transport engine alone (two devices, zero-latency link, one thread): 64 B RC SEND\n"
-      "messages/s and 64 KiB RC WRITE bytes/s against memcpy, and against the byte work a software\n"
-      "wire cannot skip (CRC-32, copy, CRC-32 of the same bytes), in this thread's CPU time;\n"
-      "medians of N rounds (default 7). Build in Release to measure.\n",
-      to);
+  std::fputs("usage: engine_bench [--rounds N]\n"
+             "The transport engine alone (two devices, zero-latency link, one thread): 64 B RC SEND\n"
+             "messages/s and 64 KiB RC WRITE bytes/s against memcpy, and against the byte work a software\n"
+             "wire cannot skip (CRC-32, copy, CRC-32 of the same bytes), in this thread's CPU time;\n"
+             "medians of N rounds (default 7). Build in Release to measure.\n",
+             to);
   return status;
 }
 
@@ -249,10 +249,12 @@ int main(int argc, char** argv) {
   }
   const double send = median(sends), ratio = median(ratios);
   std::printf("engine_bench: median of %d rounds, both ends on one core, zero-latency link, CPU time\n", rounds);
-  std::printf("  64 B RC SEND:        %6.2f M messages/s   (target >= 2.00): %s\n", send / 1e6, send >= 2e6 ? "PASS" : "FAIL");
+  std::printf("  64 B RC SEND:        %6.2f M messages/s   (target >= 2.00): %s\n", send / 1e6,
+              send >= 2e6 ? "PASS" : "FAIL");
   std::printf("  64 KiB RC WRITE:     %6.2f GB/s\n", median(writes) / 1e9);
   std::printf("  memcpy 64 KiB:       %6.2f GB/s\n", median(copies) / 1e9);
-  std::printf("  WRITE / memcpy:      %6.2f              (target >= 0.60): %s\n", ratio, ratio >= 0.60 ? "PASS" : "FAIL");
+  std::printf("  WRITE / memcpy:      %6.2f              (target >= 0.60): %s\n", ratio,
+              ratio >= 0.60 ? "PASS" : "FAIL");
   std::printf("  ratio range:         %6.2f .. %.2f\n", *std::min_element(ratios.begin(), ratios.end()),
               *std::max_element(ratios.begin(), ratios.end()));
   std::printf("  WRITE / (CRC-32 + memcpy + CRC-32 of the same bytes): %.2f\n", median(work_ratios));

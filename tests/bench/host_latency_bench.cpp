@@ -140,7 +140,9 @@ struct Side {
     a.qp_state = core::QpState::init;
     a.port_num = 1;
     a.qp_access_flags = core::access::local_write;
-    h->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, qpn, a, state | pkey_index | port | access_flags); });
+    h->call([&](core::Device& d, core::Time now) {
+      return d.modify_qp(now, qpn, a, state | pkey_index | port | access_flags);
+    });
     a.qp_state = core::QpState::rtr;
     a.path_mtu = core::Mtu::mtu1024;
     a.dest_qp_num = peer.qpn;
@@ -249,8 +251,8 @@ int main(int argc, char** argv) {
     print(label.c_str(), host_pingpong(iterations, spin, false), udp);
   }
   const Summary udp_blocking = udp_pingpong(iterations / 4, false);
-  std::printf("%-44s median %7.2f us  p99 %7.2f us  mean %7.2f us\n", "plain UDP 2 B, blocking recv", udp_blocking.median_us,
-              udp_blocking.p99_us, udp_blocking.mean_us);
+  std::printf("%-44s median %7.2f us  p99 %7.2f us  mean %7.2f us\n", "plain UDP 2 B, blocking recv",
+              udp_blocking.median_us, udp_blocking.p99_us, udp_blocking.mean_us);
   for (const auto spin : {microseconds(0), microseconds(50), microseconds(200)}) {
     const std::string label = "RC SEND 2 B, CQ events, spin " + std::to_string(spin.count()) + " us";
     print(label.c_str(), host_pingpong(iterations / 4, spin, true), udp_blocking);

@@ -51,7 +51,9 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
     ++frame;
     const auto j = softrdma::dump::judge_roce(*pkt);
     switch (j.kind) {
-      case FrameKind::other: ++other; continue;
+      case FrameKind::other:
+        ++other;
+        continue;
       case FrameKind::truncated:
         ++truncated;
         if (icrc_expect != "truncated") fail("truncated by the capture, but the manifest does not say so");
@@ -70,7 +72,8 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
         fail(msg.c_str());
         continue;
       }
-      case FrameKind::roce: break;
+      case FrameKind::roce:
+        break;
     }
     ++roce;
     ++(j.icrc_ok ? icrc_good : icrc_bad);
@@ -81,7 +84,8 @@ int check_roce(const std::string& file, const std::string& icrc_expect, const st
     if (icrc_expect == "all-invalid") want_valid = false;
     if (invalid_list) want_valid = invalid.count(frame) == 0;
     if (icrc_expect == "truncated") continue;  // whole packets in a cut capture: no claim either way
-    if (j.icrc_ok != want_valid) fail(want_valid ? "ICRC fails, manifest says valid" : "ICRC passes, manifest says invalid");
+    if (j.icrc_ok != want_valid)
+      fail(want_valid ? "ICRC fails, manifest says valid" : "ICRC passes, manifest says invalid");
   }
   if (!reader->error().empty()) {
     std::printf("FAIL %s: read error: %s\n", file.c_str(), reader->error().c_str());
@@ -105,8 +109,12 @@ int check_iwarp(const std::string& file) {
   for (const auto& f : result.frames) {
     switch (f.item.kind) {
       case wire::iwarp::MpaItemKind::request:
-      case wire::iwarp::MpaItemKind::reply: ++mpa; break;
-      case wire::iwarp::MpaItemKind::fpdu: ++fpdus; break;
+      case wire::iwarp::MpaItemKind::reply:
+        ++mpa;
+        break;
+      case wire::iwarp::MpaItemKind::fpdu:
+        ++fpdus;
+        break;
       case wire::iwarp::MpaItemKind::error:
         ++errors;
         std::printf("  frame %llu: %s\n", static_cast<unsigned long long>(f.frame_number), f.item.describe().c_str());
@@ -134,7 +142,8 @@ int main(int argc, char** argv) {
     return kSkip;
   }
   if (parse == "optional") {
-    std::printf("SKIPPED %s: format %s is optional (native InfiniBand LRH/VCRC is out of scope)\n", file.c_str(), format.c_str());
+    std::printf("SKIPPED %s: format %s is optional (native InfiniBand LRH/VCRC is out of scope)\n", file.c_str(),
+                format.c_str());
     return kSkip;
   }
   if (format == "rocev2" || format == "rocev1" || format == "mixed") return check_roce(file, icrc, parse);

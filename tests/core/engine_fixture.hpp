@@ -57,7 +57,7 @@ struct QpOptions {
   std::uint8_t rd_atomic = 16;
   std::uint32_t max_send_wr = 1024, max_recv_wr = 1024;
   std::uint32_t a_psn = 0x123456, b_psn = 0xFFFFF0;  // b's PSNs wrap early
-  std::uint32_t srq = 0;  // the QP receives from this SRQ of its device
+  std::uint32_t srq = 0;                             // the QP receives from this SRQ of its device
   bool sq_sig_all = false;
 };
 
@@ -69,11 +69,10 @@ inline void connect(Side& s, std::uint32_t remote_qpn, const core::Gid& remote_g
   a.qp_state = core::QpState::init;
   a.pkey_index = 0;
   a.port_num = 1;
-  a.qp_access_flags = core::access::local_write | core::access::remote_write | core::access::remote_read |
-                      core::access::remote_atomic;
+  a.qp_access_flags =
+      core::access::local_write | core::access::remote_write | core::access::remote_read | core::access::remote_atomic;
   a.qkey = 0x11111111;
-  const std::uint32_t init_mask =
-      state | pkey_index | port | (o.type == core::QpType::ud ? qkey : access_flags);
+  const std::uint32_t init_mask = state | pkey_index | port | (o.type == core::QpType::ud ? qkey : access_flags);
   REQUIRE(s.dev->modify_qp(0, s.qpn, a, init_mask) == 0);
 
   a.qp_state = core::QpState::rtr;

@@ -177,7 +177,7 @@ TEST_CASE("UD SEND arrives behind a 40-byte GRH holding the IPv4 header", "[core
   CHECK(rwc[0].src_qp == p.a.qpn);
   CHECK((rwc[0].wc_flags & core::wc_flags::grh) != 0);
   CHECK(rwc[0].imm_data == 0x01020304);
-  CHECK(p.b.buffer[20] == 0x45);  // the IPv4 header starts at byte 20 of the GRH area
+  CHECK(p.b.buffer[20] == 0x45);    // the IPv4 header starts at byte 20 of the GRH area
   CHECK(p.b.buffer[20 + 15] == 1);  // source 127.0.0.1
   CHECK(std::memcmp(p.a.buffer.data(), p.b.buffer.data() + 40, 512) == 0);
   CHECK(wait(p, p.a, p.a.send_cq, 1)[0].status == WcStatus::success);

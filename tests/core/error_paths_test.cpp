@@ -151,9 +151,9 @@ TEST_CASE("QP: an opcode the QP type lacks is EINVAL", "[core][errors][qp]") {
   };
   refused(core::QpType::uc, {WrOpcode::rdma_read, WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add,
                              WrOpcode::send_with_inv});  // UC has no SEND with Invalidate opcode
-  refused(core::QpType::ud, {WrOpcode::rdma_read, WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm,
-                             WrOpcode::atomic_fetch_and_add, WrOpcode::local_inv, WrOpcode::bind_mw,
-                             WrOpcode::send_with_inv});
+  refused(core::QpType::ud,
+          {WrOpcode::rdma_read, WrOpcode::rdma_write, WrOpcode::rdma_write_with_imm, WrOpcode::atomic_fetch_and_add,
+           WrOpcode::local_inv, WrOpcode::bind_mw, WrOpcode::send_with_inv});
   refused(core::QpType::rc, {static_cast<WrOpcode>(42)});
 }
 
@@ -388,7 +388,8 @@ TEST_CASE("Requester: a fence, and max_rd_atomic, hold requests back until READs
   post_recv(p.b, 1, 0, 64);
   post_send(p, p.a, remote_wr(WrOpcode::rdma_read, 1, {p.a.sge(0, 64)}, p.b.addr(), p.b.mr.rkey));
   if (fence) {
-    post_send(p, p.a, make_wr(WrOpcode::send, 2, {p.a.sge(0, 8)}, core::send_flags::signaled | core::send_flags::fence));
+    post_send(p, p.a,
+              make_wr(WrOpcode::send, 2, {p.a.sge(0, 8)}, core::send_flags::signaled | core::send_flags::fence));
   } else {  // a second READ, beyond max_rd_atomic
     post_send(p, p.a, remote_wr(WrOpcode::rdma_read, 2, {p.a.sge(64, 64)}, p.b.addr(), p.b.mr.rkey));
   }
@@ -448,8 +449,8 @@ TEST_CASE("RC: a receive that cannot hold the SEND fails both ends", "[core][err
   }));
   INFO(c.what);
   Pair p;
-  REQUIRE(p.b.dev->post_recv(p.b.qpn, recv_wr(5, {core::Sge{p.b.addr(), c.recv_length, p.b.mr.lkey ^ c.recv_lkey_flip}})) ==
-          0);
+  REQUIRE(p.b.dev->post_recv(p.b.qpn,
+                             recv_wr(5, {core::Sge{p.b.addr(), c.recv_length, p.b.mr.lkey ^ c.recv_lkey_flip}})) == 0);
   post_recv(p.b, 6, 0, 64);
   CHECK(status_of(p, make_wr(WrOpcode::send, 1, {p.a.sge(0, 64)})) == c.requester);
   const auto rwcs = wait_wcs(p, p.b, p.b.recv_cq, 2);
@@ -607,8 +608,8 @@ TEST_CASE("UD: the packet leaves from the GID the AH's sgid_index names", "[core
   REQUIRE(qp.ok());
   using namespace core::qp_attr;
   core::QpAttr a;
-  for (const auto& [to, mask] : {std::pair{QpState::init, state | pkey_index | port | qkey}, std::pair{QpState::rtr, state},
-                                 std::pair{QpState::rts, state | sq_psn}}) {
+  for (const auto& [to, mask] : {std::pair{QpState::init, state | pkey_index | port | qkey},
+                                 std::pair{QpState::rtr, state}, std::pair{QpState::rts, state | sq_psn}}) {
     a.qp_state = to;
     a.port_num = 1;
     REQUIRE(b.dev.modify_qp(0, qp->qpn, a, mask) == 0);
@@ -656,8 +657,8 @@ TEST_CASE("IPv6 GIDs: a UD receive starts with the IPv6 header as its GRH", "[co
   CHECK(rwc.byte_len == 140);
   CHECK(rwc.wc_flags == core::wc_flags::grh);
   const std::uint8_t* grh = p.b.buffer.data();
-  CHECK(grh[0] >> 4 == 6);   // version
-  CHECK(grh[6] == 17);       // next header: UDP
+  CHECK(grh[0] >> 4 == 6);  // version
+  CHECK(grh[6] == 17);      // next header: UDP
   const std::size_t udp_length = std::size_t{grh[4]} << 8 | grh[5];
   CHECK(udp_length == 8 + 12 + 8 + 100 + 4);  // UDP, BTH, DETH, payload, ICRC
   CHECK(std::memcmp(grh + 8, kFd00_1.data(), 16) == 0);
@@ -694,7 +695,9 @@ TEST_CASE("Receive path: malformed, corrupted, misaddressed and foreign packets 
     bytes[2] = 0x12;
     bytes[3] = 0x34;
   }
-  SECTION("a UC opcode for an RC QP") { bytes[0] = wire::value(wire::opcode(wire::Transport::uc, wire::Operation::send_only)); }
+  SECTION("a UC opcode for an RC QP") {
+    bytes[0] = wire::value(wire::opcode(wire::Transport::uc, wire::Operation::send_only));
+  }
   SECTION("for a QP not yet ready to receive") {
     const auto qp = p.b.dev->create_qp([&] {
       core::QpInitAttr a;
@@ -734,8 +737,8 @@ TEST_CASE("Receive path: a packet sealed with a non-zero IPv4 ID, as rxe sends, 
   REQUIRE(core::write_ip_header(tx->route, sizeof udp + tx->bytes.size(), ip) == wire::Ipv4::min_length);
   wire::Ipv4::identification::set(ip, 17430);
   std::vector<std::uint8_t> bytes = tx->bytes;
-  wire::store_icrc(bytes.data() + covered, wire::compute_icrc(wire::NetworkHeader::ipv4, {ip, wire::Ipv4::min_length}, udp,
-                                                              {bytes.data(), covered}));
+  wire::store_icrc(bytes.data() + covered, wire::compute_icrc(wire::NetworkHeader::ipv4, {ip, wire::Ipv4::min_length},
+                                                              udp, {bytes.data(), covered}));
   REQUIRE(bytes != tx->bytes);
 
   p.b.dev->receive(p.net.now, rx_of(bytes, *tx, false));

@@ -30,16 +30,19 @@ constexpr std::size_t kBuffer = 8u << 20;
 std::vector<Op> plan(std::mt19937_64& rng, std::size_t count) {
   std::vector<Op> ops;
   std::size_t cursor = 0;
-  const WrOpcode kinds[] = {WrOpcode::send,      WrOpcode::send_with_imm,      WrOpcode::rdma_write,
-                            WrOpcode::rdma_write_with_imm, WrOpcode::rdma_read, WrOpcode::atomic_cmp_and_swp,
-                            WrOpcode::atomic_fetch_and_add};
+  const WrOpcode kinds[] = {
+      WrOpcode::send,      WrOpcode::send_with_imm,      WrOpcode::rdma_write,          WrOpcode::rdma_write_with_imm,
+      WrOpcode::rdma_read, WrOpcode::atomic_cmp_and_swp, WrOpcode::atomic_fetch_and_add};
   for (std::size_t i = 0; i < count; ++i) {
     Op op;
     op.opcode = kinds[rng() % std::size(kinds)];
     const bool atomic = op.opcode == WrOpcode::atomic_cmp_and_swp || op.opcode == WrOpcode::atomic_fetch_and_add;
     // Mostly small, a few up to 1 MiB, a few empty.
     const std::uint32_t roll = static_cast<std::uint32_t>(rng() % 100);
-    op.length = atomic ? 8 : roll < 5 ? 0 : roll < 97 ? static_cast<std::uint32_t>(rng() % 5000) : static_cast<std::uint32_t>(rng() % (1u << 20));
+    op.length = atomic      ? 8
+                : roll < 5  ? 0
+                : roll < 97 ? static_cast<std::uint32_t>(rng() % 5000)
+                            : static_cast<std::uint32_t>(rng() % (1u << 20));
     cursor = (cursor + 7) & ~std::size_t{7};
     if (cursor + op.length + 8 > kBuffer) break;
     op.local = op.remote = cursor;
@@ -103,7 +106,8 @@ Outcome run(std::uint64_t seed, double fault, std::size_t count) {
     w.imm_data = static_cast<std::uint32_t>(i);
     w.compare_add = op.opcode == WrOpcode::atomic_cmp_and_swp ? compare_for(i, op) : op.swap_add;
     w.swap = op.swap_add;
-    if (op.opcode == WrOpcode::send || op.opcode == WrOpcode::send_with_imm || op.opcode == WrOpcode::rdma_write_with_imm) {
+    if (op.opcode == WrOpcode::send || op.opcode == WrOpcode::send_with_imm ||
+        op.opcode == WrOpcode::rdma_write_with_imm) {
       core::RecvWr r;
       r.wr_id = recv_id++;
       r.sg_list = {p.b.sge(op.remote, op.length)};
@@ -166,7 +170,8 @@ Outcome run(std::uint64_t seed, double fault, std::size_t count) {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
   // Receives: one per consuming WR, in order, none twice.

@@ -15,7 +15,7 @@
 namespace test {
 namespace {
 
-constexpr core::Gid kGroup4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 239, 77, 40, 1};  // ::ffff:239.77.40.1
+constexpr core::Gid kGroup4 = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 239, 77, 40, 1};       // ::ffff:239.77.40.1
 constexpr core::Gid kGroup6 = {0xFF, 0x0E, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0x40, 0x01};  // ff0e::77:4001
 constexpr core::Gid kOtherGroup = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 239, 77, 40, 2};
 constexpr std::uint32_t kQkey = 0x01234567;  // rdma_cm's RDMA_UDP_QKEY
@@ -24,7 +24,8 @@ constexpr core::Gid kSenderGid = ipv4_gid(9);
 
 // A device with UD QPs in RTS, each with its Q_Key, receiving into slices of one buffer.
 struct Port {
-  explicit Port(std::uint8_t last_octet = 1, core::DeviceConfig config = {}) : side(ipv4_gid(last_octet), 1 << 16, config) {}
+  explicit Port(std::uint8_t last_octet = 1, core::DeviceConfig config = {})
+      : side(ipv4_gid(last_octet), 1 << 16, config) {}
 
   std::uint32_t ud_qp(std::uint32_t qkey = kQkey) {
     QpOptions o;
@@ -50,8 +51,8 @@ struct Port {
 
 // A UD SEND (or another opcode) from kSenderQpn at kSenderGid to `dest_qp` at `dst`, as the
 // wire brings it: ICRC computed for those addresses.
-std::vector<std::uint8_t> ud_send(const core::Gid& dst, std::span<const std::uint8_t> payload, std::uint32_t qkey = kQkey,
-                                  std::uint32_t dest_qp = wire::kMulticastQpn,
+std::vector<std::uint8_t> ud_send(const core::Gid& dst, std::span<const std::uint8_t> payload,
+                                  std::uint32_t qkey = kQkey, std::uint32_t dest_qp = wire::kMulticastQpn,
                                   wire::Opcode op = wire::opcode(wire::Transport::ud, wire::Operation::send_only)) {
   wire::IbRepr h;
   h.opcode = op;
@@ -81,12 +82,12 @@ TEST_CASE("multicast attach: UD QPs to multicast GIDs only, errno values as the 
   const std::uint32_t pd = bare.pd(), cq = bare.cq();
   const std::uint32_t rc = bare.dev.create_qp(bare.qp_attr(pd, cq))->qpn;
 
-  CHECK(bare.dev.attach_mcast(rc, kGroup4) == EINVAL);   // s10.5: only UD QPs join groups
+  CHECK(bare.dev.attach_mcast(rc, kGroup4) == EINVAL);     // s10.5: only UD QPs join groups
   CHECK(p.dev().attach_mcast(ud, ipv4_gid(7)) == EINVAL);  // a unicast GID
   core::Gid ipv4_broadcast = kGroup4;
   ipv4_broadcast[12] = 255;
   CHECK(p.dev().attach_mcast(ud, ipv4_broadcast) == EINVAL);  // 255.x: not 224.0.0.0/4
-  CHECK(p.dev().attach_mcast(0x999, kGroup4) == EINVAL);  // no such QP
+  CHECK(p.dev().attach_mcast(0x999, kGroup4) == EINVAL);      // no such QP
   CHECK(p.dev().attach_mcast(ud, kGroup4) == 0);
   CHECK(p.dev().attach_mcast(ud, kGroup4) == 0);  // twice: still one attachment
   CHECK(p.dev().attach_mcast(ud, kGroup6) == 0);
@@ -186,7 +187,7 @@ TEST_CASE("multicast packets for no group of ours, to a unicast address or of an
   for (std::uint64_t id = 1; id <= 4; ++id) p.post_recv(a, id, 0);
   const std::vector<std::uint8_t> data(16, 5);
 
-  deliver(p.dev(), kOtherGroup, ud_send(kOtherGroup, data));  // a group nobody here attached to
+  deliver(p.dev(), kOtherGroup, ud_send(kOtherGroup, data));    // a group nobody here attached to
   deliver(p.dev(), p.side.gid(), ud_send(p.side.gid(), data));  // the multicast QPN at our unicast address
   const auto rc_send = wire::opcode(wire::Transport::rc, wire::Operation::send_only);
   deliver(p.dev(), kGroup4, ud_send(kGroup4, data, kQkey, wire::kMulticastQpn, rc_send));  // multicast is UD only

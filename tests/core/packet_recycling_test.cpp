@@ -41,8 +41,8 @@ Log run_script(std::mt19937* recycle) {
   Pair p;
   // Requests name b's buffer by a fixed iova, so that both runs' packets are comparable.
   constexpr std::uint64_t kIova = 0x10000000;
-  const std::uint32_t acc = core::access::local_write | core::access::remote_write | core::access::remote_read |
-                            core::access::remote_atomic;
+  const std::uint32_t acc =
+      core::access::local_write | core::access::remote_write | core::access::remote_read | core::access::remote_atomic;
   const auto target = p.b.dev->reg_mr(p.b.pd, p.b.addr(), p.b.buffer.size(), kIova, acc);
   REQUIRE(target.ok());
   Log log;

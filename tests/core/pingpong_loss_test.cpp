@@ -112,7 +112,7 @@ Result run(std::uint64_t seed, int lossy, const Faults& faults, const Faults& ot
 void check(std::uint64_t seed, int lossy, const Faults& f, const Faults& other, int iters) {
   const Result r = run(seed, lossy, f, other, iters);
   INFO("seed " << seed << " lossy " << lossy << " a " << r.a_scnt << "/" << r.a_rcnt << " b " << r.b_scnt << "/"
-                << r.b_rcnt);
+               << r.b_rcnt);
   REQUIRE_FALSE(r.failed);
   REQUIRE(r.finished);
 }
@@ -132,15 +132,29 @@ TEST_CASE("rc_pingpong with loss one way and delay or reordering either way fini
     f.loss = 0.05;
     switch (variant) {
       // The peer's ACK can come after its next SEND.
-      case 0: other.reorder = 0.2; break;
-      case 1: f.reorder = 0.2; break;
-      case 2: f.delay = other.delay = 2'000'000; break;  // 2 ms each way
+      case 0:
+        other.reorder = 0.2;
+        break;
+      case 1:
+        f.reorder = 0.2;
+        break;
+      case 2:
+        f.delay = other.delay = 2'000'000;
+        break;  // 2 ms each way
       // ACKs later than the 67 ms timeout: they arrive during the go-back-N resend.
-      case 3: f.loss = 0.15, other.reorder = 0.3, other.reorder_by = 80'000'000; break;
+      case 3:
+        f.loss = 0.15, other.reorder = 0.3, other.reorder_by = 80'000'000;
+        break;
       // The peer's ACKs lost too: only the timer and a duplicate's ACK complete a SEND.
-      case 4: other.loss = 0.05; break;
-      case 5: other.loss = 0.1, other.reorder = 0.2, other.reorder_by = 80'000'000; break;
-      case 6: f.reorder = other.reorder = 0.2, f.reorder_by = other.reorder_by = 80'000'000, other.loss = 0.05; break;
+      case 4:
+        other.loss = 0.05;
+        break;
+      case 5:
+        other.loss = 0.1, other.reorder = 0.2, other.reorder_by = 80'000'000;
+        break;
+      case 6:
+        f.reorder = other.reorder = 0.2, f.reorder_by = other.reorder_by = 80'000'000, other.loss = 0.05;
+        break;
     }
     for (int lossy = 0; lossy < 2; ++lossy)
       for (std::uint64_t seed = 1; seed <= 10; ++seed) {

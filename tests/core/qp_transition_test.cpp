@@ -1,7 +1,6 @@
 #include "emulator/core/qp_transition.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <cerrno>
 #include <cstdint>
 #include <string>
@@ -173,7 +172,8 @@ TEST_CASE("modify_qp: every (from, to) pair outside the table fails", "[core][qp
       }
 }
 
-TEST_CASE("modify_qp: without the state bit a modify stays in its state, which RTR and SQE cannot", "[core][qp_transition]") {
+TEST_CASE("modify_qp: without the state bit a modify stays in its state, which RTR and SQE cannot",
+          "[core][qp_transition]") {
   for (QpType t : {QpType::uc, QpType::ud}) {
     INFO(name(t));
     CHECK(check(t, S::reset, valid_attr(S::reset, S::reset), 0) == 0);
@@ -190,7 +190,8 @@ TEST_CASE("modify_qp: without the state bit a modify stays in its state, which R
   CHECK(check(QpType::rc, S::rts, valid_attr(S::rts, S::rts), path_mtu) == EINVAL);
 }
 
-TEST_CASE("modify_qp: to RESET from every state, to ERR from every state but RESET, with only the state bit", "[core][qp_transition]") {
+TEST_CASE("modify_qp: to RESET from every state, to ERR from every state but RESET, with only the state bit",
+          "[core][qp_transition]") {
   for (QpType t : kTypes)
     for (QpState from : kStates) {
       INFO(name(t) << " from " << name(from));
@@ -227,7 +228,8 @@ TEST_CASE("modify_qp: cur_state must name the current state, and only where it i
   CHECK(check(t, S::rts, a, cur_state) == EINVAL);
 
   // Right, but on transitions that do not take it.
-  CHECK(check(t, S::init, valid_attr(S::init, S::rtr), state | cur_state | av | path_mtu | dest_qpn | rq_psn) == EINVAL);
+  CHECK(check(t, S::init, valid_attr(S::init, S::rtr), state | cur_state | av | path_mtu | dest_qpn | rq_psn) ==
+        EINVAL);
   CHECK(check(t, S::rts, valid_attr(S::rts, S::err), state | cur_state) == EINVAL);
 }
 
@@ -274,7 +276,8 @@ const ValueCase kValueCases[] = {
      [](QpAttr& a) { a.path_mtu = static_cast<Mtu>(6); }},
     {"path_mtu >= 256", QpType::rc, S::init, S::rtr, 0, [](QpAttr& a) { a.path_mtu = Mtu::mtu256; },
      [](QpAttr& a) { a.path_mtu = static_cast<Mtu>(0); }},
-    {"timeout <= 31", QpType::rc, S::rtr, S::rts, 0, [](QpAttr& a) { a.timeout = 31; }, [](QpAttr& a) { a.timeout = 32; }},
+    {"timeout <= 31", QpType::rc, S::rtr, S::rts, 0, [](QpAttr& a) { a.timeout = 31; },
+     [](QpAttr& a) { a.timeout = 32; }},
     {"retry_cnt <= 7", QpType::rc, S::rtr, S::rts, 0, [](QpAttr& a) { a.retry_cnt = 7; },
      [](QpAttr& a) { a.retry_cnt = 8; }},
     {"rnr_retry <= 7", QpType::rc, S::rtr, S::rts, 0, [](QpAttr& a) { a.rnr_retry = 7; },
@@ -283,8 +286,8 @@ const ValueCase kValueCases[] = {
      [](QpAttr& a) { a.min_rnr_timer = 32; }},
     {"max_rd_atomic <= max_qp_init_rd_atom", QpType::rc, S::rtr, S::rts, 0, [](QpAttr& a) { a.max_rd_atomic = 8; },
      [](QpAttr& a) { a.max_rd_atomic = 9; }},
-    {"max_dest_rd_atomic <= max_qp_rd_atom", QpType::rc, S::init, S::rtr, 0, [](QpAttr& a) { a.max_dest_rd_atomic = 4; },
-     [](QpAttr& a) { a.max_dest_rd_atomic = 5; }},
+    {"max_dest_rd_atomic <= max_qp_rd_atom", QpType::rc, S::init, S::rtr, 0,
+     [](QpAttr& a) { a.max_dest_rd_atomic = 4; }, [](QpAttr& a) { a.max_dest_rd_atomic = 5; }},
     {"sq_psn < 2^24", QpType::ud, S::rtr, S::rts, 0, [](QpAttr& a) { a.sq_psn = 0xFFFFFF; },
      [](QpAttr& a) { a.sq_psn = 0x1000000; }},
     {"rq_psn < 2^24", QpType::uc, S::init, S::rtr, 0, [](QpAttr& a) { a.rq_psn = 0xFFFFFF; },
@@ -334,12 +337,12 @@ TEST_CASE("modify_qp: a value outside its range is ignored when the mask does no
 namespace {
 
 auto fields(const QpAttr& a) {
-  return std::tuple(a.qp_state, a.cur_qp_state, a.path_mtu, a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num, a.qp_access_flags,
-                    a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge, a.cap.max_inline_data,
-                    a.ah_attr.dgid, a.ah_attr.sgid_index, a.ah_attr.flow_label, a.ah_attr.hop_limit,
-                    a.ah_attr.traffic_class, a.ah_attr.sl, a.ah_attr.port_num, a.pkey_index, a.sq_draining,
-                    a.en_sqd_async_notify, a.max_rd_atomic, a.max_dest_rd_atomic, a.min_rnr_timer, a.port_num, a.timeout,
-                    a.retry_cnt, a.rnr_retry);
+  return std::tuple(a.qp_state, a.cur_qp_state, a.path_mtu, a.qkey, a.rq_psn, a.sq_psn, a.dest_qp_num,
+                    a.qp_access_flags, a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge,
+                    a.cap.max_inline_data, a.ah_attr.dgid, a.ah_attr.sgid_index, a.ah_attr.flow_label,
+                    a.ah_attr.hop_limit, a.ah_attr.traffic_class, a.ah_attr.sl, a.ah_attr.port_num, a.pkey_index,
+                    a.sq_draining, a.en_sqd_async_notify, a.max_rd_atomic, a.max_dest_rd_atomic, a.min_rnr_timer,
+                    a.port_num, a.timeout, a.retry_cnt, a.rnr_retry);
 }
 
 // Every field set from `v`, so that two fillings differ in every field.

@@ -112,10 +112,18 @@ inline std::uint8_t ack_syndrome(std::uint8_t credits = kNoCredit) {
 
 // Requests (RC).
 inline Pkt rc(Operation op, std::uint32_t psn) { return Pkt(wire::Transport::rc, op, psn); }
-inline Pkt send_first(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::send_first, psn).with_payload(std::move(d)); }
-inline Pkt send_middle(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::send_middle, psn).with_payload(std::move(d)); }
-inline Pkt send_last(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::send_last, psn).with_payload(std::move(d)); }
-inline Pkt send_only(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::send_only, psn).with_payload(std::move(d)); }
+inline Pkt send_first(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::send_first, psn).with_payload(std::move(d));
+}
+inline Pkt send_middle(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::send_middle, psn).with_payload(std::move(d));
+}
+inline Pkt send_last(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::send_last, psn).with_payload(std::move(d));
+}
+inline Pkt send_only(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::send_only, psn).with_payload(std::move(d));
+}
 inline Pkt write_first(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t dma_length,
                        std::vector<std::uint8_t> d) {
   Pkt p = rc(Operation::write_first, psn).with_payload(std::move(d));
@@ -124,8 +132,12 @@ inline Pkt write_first(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, 
   p.h.dma_length = dma_length;
   return p;
 }
-inline Pkt write_middle(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::write_middle, psn).with_payload(std::move(d)); }
-inline Pkt write_last(std::uint32_t psn, std::vector<std::uint8_t> d) { return rc(Operation::write_last, psn).with_payload(std::move(d)); }
+inline Pkt write_middle(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::write_middle, psn).with_payload(std::move(d));
+}
+inline Pkt write_last(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return rc(Operation::write_last, psn).with_payload(std::move(d));
+}
 inline Pkt write_only(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::vector<std::uint8_t> d) {
   const auto n = static_cast<std::uint32_t>(d.size());
   Pkt p = write_first(psn, va, rkey, n, std::move(d));
@@ -146,7 +158,8 @@ inline Pkt fetch_add(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, st
   p.h.swap_add = add;
   return p;
 }
-inline Pkt compare_swap(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::uint64_t compare, std::uint64_t swap) {
+inline Pkt compare_swap(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::uint64_t compare,
+                        std::uint64_t swap) {
   Pkt p = rc(Operation::compare_swap, psn);
   p.h.va = va;
   p.h.rkey = rkey;
@@ -178,10 +191,18 @@ inline Pkt read_response(Operation op, std::uint32_t psn, std::uint32_t msn, std
   }
   return p;
 }
-inline Pkt read_first(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) { return read_response(Operation::read_response_first, psn, msn, std::move(d)); }
-inline Pkt read_middle(std::uint32_t psn, std::vector<std::uint8_t> d) { return read_response(Operation::read_response_middle, psn, 0, std::move(d)); }
-inline Pkt read_last(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) { return read_response(Operation::read_response_last, psn, msn, std::move(d)); }
-inline Pkt read_only(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) { return read_response(Operation::read_response_only, psn, msn, std::move(d)); }
+inline Pkt read_first(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) {
+  return read_response(Operation::read_response_first, psn, msn, std::move(d));
+}
+inline Pkt read_middle(std::uint32_t psn, std::vector<std::uint8_t> d) {
+  return read_response(Operation::read_response_middle, psn, 0, std::move(d));
+}
+inline Pkt read_last(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) {
+  return read_response(Operation::read_response_last, psn, msn, std::move(d));
+}
+inline Pkt read_only(std::uint32_t psn, std::uint32_t msn, std::vector<std::uint8_t> d) {
+  return read_response(Operation::read_response_only, psn, msn, std::move(d));
+}
 inline Pkt atomic_ack(std::uint32_t psn, std::uint32_t msn, std::uint64_t original) {
   Pkt p = aeth(Operation::atomic_ack, psn, ack_syndrome(), msn);
   p.h.original_data = original;
@@ -362,7 +383,9 @@ class Timeline {
 
   std::uint64_t va(std::size_t offset) const { return side.addr(offset); }
   std::uint32_t rkey() const { return side.mr.rkey; }
-  void put(std::size_t offset, const std::vector<std::uint8_t>& v) { std::memcpy(side.buffer.data() + offset, v.data(), v.size()); }
+  void put(std::size_t offset, const std::vector<std::uint8_t>& v) {
+    std::memcpy(side.buffer.data() + offset, v.data(), v.size());
+  }
   std::vector<std::uint8_t> get(std::size_t offset, std::size_t n) const { return slice(side.buffer, offset, n); }
   void put_u64(std::size_t offset, std::uint64_t v) { std::memcpy(side.buffer.data() + offset, &v, 8); }
   std::uint64_t get_u64(std::size_t offset) const {

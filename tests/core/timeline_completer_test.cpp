@@ -12,7 +12,8 @@
 using namespace test;
 using namespace test::timeline;
 
-TEST_CASE("requester: a sequence error NAK for the middle packet resends from it (go-back-N)", "[timeline][requester]") {
+TEST_CASE("requester: a sequence error NAK for the middle packet resends from it (go-back-N)",
+          "[timeline][requester]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 4);
@@ -37,7 +38,8 @@ TEST_CASE("requester: a sequence error NAK for the middle packet resends from it
   CHECK_FALSE(tl.deadline());
 }
 
-TEST_CASE("requester: NAK invalid request / remote access / remote operational fail the WR with REM_*_ERR", "[timeline][requester]") {
+TEST_CASE("requester: NAK invalid request / remote access / remote operational fail the WR with REM_*_ERR",
+          "[timeline][requester]") {
   const std::pair<NakCode, WcStatus> cases[] = {
       {NakCode::invalid_request, WcStatus::rem_inv_req_err},
       {NakCode::remote_access_error, WcStatus::rem_access_err},
@@ -70,7 +72,8 @@ TEST_CASE("requester: NAK invalid request / remote access / remote operational f
   }
 }
 
-TEST_CASE("requester: a READ whose MIDDLE response is lost is asked again from that PSN", "[timeline][requester][read]") {
+TEST_CASE("requester: a READ whose MIDDLE response is lost is asked again from that PSN",
+          "[timeline][requester][read]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto v = bytes(700, 21);  // the peer's memory: responses of 256, 256 and 188 bytes
@@ -101,7 +104,8 @@ TEST_CASE("requester: a READ whose MIDDLE response is lost is asked again from t
   tl.expect(4'000, send_only(psn(s, 3), tl.get(0, 4)).ackreq());
 }
 
-TEST_CASE("requester: an ACK past a READ whose response never came asks for the READ again (implied NAK)", "[timeline][requester][read]") {
+TEST_CASE("requester: an ACK past a READ whose response never came asks for the READ again (implied NAK)",
+          "[timeline][requester][read]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto v = bytes(100, 44);
@@ -132,7 +136,8 @@ TEST_CASE("requester: an ACK past a READ whose response never came asks for the 
   CHECK_FALSE(tl.deadline());
 }
 
-TEST_CASE("requester: ATOMIC ACKNOWLEDGE delivers the original value into the local buffer", "[timeline][requester][atomic]") {
+TEST_CASE("requester: ATOMIC ACKNOWLEDGE delivers the original value into the local buffer",
+          "[timeline][requester][atomic]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   auto faa = remote(tl.wr(WrOpcode::atomic_fetch_and_add, 1, 64, 8));
@@ -171,7 +176,8 @@ TEST_CASE("requester: ATOMIC ACKNOWLEDGE delivers the original value into the lo
   tl.expect_nothing(t + 2'000);
 }
 
-TEST_CASE("requester: a QP moved to ERR flushes its outstanding WRs and sends nothing more", "[timeline][requester][flush]") {
+TEST_CASE("requester: a QP moved to ERR flushes its outstanding WRs and sends nothing more",
+          "[timeline][requester][flush]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(800, 5);

@@ -14,7 +14,8 @@
 using namespace test;
 using namespace test::timeline;
 
-TEST_CASE("requester: a 3-packet SEND is FIRST/MIDDLE/LAST, AckReq on the last, its ACK completes it", "[timeline][requester]") {
+TEST_CASE("requester: a 3-packet SEND is FIRST/MIDDLE/LAST, AckReq on the last, its ACK completes it",
+          "[timeline][requester]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 9);
@@ -71,7 +72,8 @@ TEST_CASE("requester: a 4-packet SEND across the PSN wrap", "[timeline][requeste
   tl.expect(4'000 + kT10, send_only(0x000002, slice(m, 0, 4)).ackreq());
 }
 
-TEST_CASE("requester: WRITE with immediate over 3 packets: RETH on FIRST only, ImmDt and SE on LAST", "[timeline][requester]") {
+TEST_CASE("requester: WRITE with immediate over 3 packets: RETH on FIRST only, ImmDt and SE on LAST",
+          "[timeline][requester]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(600, 31);
@@ -82,7 +84,8 @@ TEST_CASE("requester: WRITE with immediate over 3 packets: RETH on FIRST only, I
   tl.post_send(1'000, w);
   tl.expect(1'000, write_first(s, kRemoteVa, kRemoteRkey, 600, slice(m, 0, 256)));
   tl.expect(1'000, write_middle(psn(s, 1), slice(m, 256, 256)));
-  tl.expect(1'000, write_last(psn(s, 2), slice(m, 512, 88)).as(Operation::write_last_imm).imm(0x01020304).se().ackreq());
+  tl.expect(1'000,
+            write_last(psn(s, 2), slice(m, 512, 88)).as(Operation::write_last_imm).imm(0x01020304).se().ackreq());
   tl.expect_nothing(1'000);
 
   auto snd = tl.wr(WrOpcode::send_with_imm, 2, 0, 8);
@@ -115,7 +118,8 @@ TEST_CASE("requester: a long message asks for an ACK every 64 packets and on its
   CHECK(tl.deadline() == 2'000 + kT10);
 }
 
-TEST_CASE("requester: max_rd_atomic 1 holds the second READ, and what follows it, until the first completes", "[timeline][requester][read]") {
+TEST_CASE("requester: max_rd_atomic 1 holds the second READ, and what follows it, until the first completes",
+          "[timeline][requester][read]") {
   Config c;
   c.rd_atomic = 1;
   Timeline tl(c);
@@ -140,7 +144,8 @@ TEST_CASE("requester: max_rd_atomic 1 holds the second READ, and what follows it
   CHECK(tl.get(8192, 40) == v2);
 }
 
-TEST_CASE("requester: the solicited event bit goes only on the last packet of a SEND or WRITE with immediate", "[timeline][requester]") {
+TEST_CASE("requester: the solicited event bit goes only on the last packet of a SEND or WRITE with immediate",
+          "[timeline][requester]") {
   // IBTA s9.2.2 and rxe: SE means something only where a receive completes. A solicited
   // plain WRITE, READ or atomic goes without it.
   Timeline tl;
@@ -165,7 +170,8 @@ TEST_CASE("requester: the solicited event bit goes only on the last packet of a 
   tl.expect_nothing(1'000);
 }
 
-TEST_CASE("requester: SQD finishes the message it started, raises SQ_DRAINED, and RTS resumes", "[timeline][requester]") {
+TEST_CASE("requester: SQD finishes the message it started, raises SQ_DRAINED, and RTS resumes",
+          "[timeline][requester]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 6);
@@ -177,7 +183,8 @@ TEST_CASE("requester: SQD finishes the message it started, raises SQ_DRAINED, an
   core::QpAttr a;
   a.qp_state = QpState::sqd;
   a.en_sqd_async_notify = 1;
-  REQUIRE(tl.side.dev->modify_qp(1'000, tl.side.qpn, a, core::qp_attr::state | core::qp_attr::en_sqd_async_notify) == 0);
+  REQUIRE(tl.side.dev->modify_qp(1'000, tl.side.qpn, a, core::qp_attr::state | core::qp_attr::en_sqd_async_notify) ==
+          0);
   // The started message goes out whole; the next one waits.
   tl.expect(1'000, send_middle(psn(s, 1), slice(m, 256, 256)));
   tl.expect(1'000, send_last(psn(s, 2), slice(m, 512, 188)).ackreq());

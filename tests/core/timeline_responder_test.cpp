@@ -13,7 +13,8 @@
 using namespace test;
 using namespace test::timeline;
 
-TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1), without AckReq none", "[timeline][responder]") {
+TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1), without AckReq none",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   REQUIRE(e == 0x000800);
@@ -45,7 +46,8 @@ TEST_CASE("responder: SEND ONLY with AckReq gets one ACK (its PSN, MSN 1), witho
   CHECK_FALSE(tl.deadline());  // a responder keeps no timers
 }
 
-TEST_CASE("responder: a PSN gap gets one NAK (sequence error, expected PSN), then silence until the expected PSN", "[timeline][responder]") {
+TEST_CASE("responder: a PSN gap gets one NAK (sequence error, expected PSN), then silence until the expected PSN",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   for (std::uint64_t id = 1; id <= 4; ++id) tl.post_recv(id, (id - 1) * 1024, 1024);
@@ -82,7 +84,8 @@ TEST_CASE("responder: a PSN gap gets one NAK (sequence error, expected PSN), the
   tl.expect_nothing(4'000);
 }
 
-TEST_CASE("responder: a duplicate SEND is acknowledged with the latest PSN and not executed again", "[timeline][responder]") {
+TEST_CASE("responder: a duplicate SEND is acknowledged with the latest PSN and not executed again",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   for (std::uint64_t id = 1; id <= 3; ++id) tl.post_recv(id, (id - 1) * 1024, 1024);
@@ -144,7 +147,8 @@ TEST_CASE("responder: a duplicate WRITE is acknowledged and memory is written on
   CHECK(tl.recv_wcs().empty());
 }
 
-TEST_CASE("responder: a duplicate READ is executed again from its PSN, against current memory", "[timeline][responder]") {
+TEST_CASE("responder: a duplicate READ is executed again from its PSN, against current memory",
+          "[timeline][responder]") {
   Timeline tl;  // MTU 256: a 600-byte READ has responses of 256, 256 and 88 bytes
   const std::uint32_t e = tl.epsn();
   const auto v1 = bytes(600, 5), v2 = bytes(600, 77), v3 = bytes(600, 140);
@@ -179,7 +183,8 @@ TEST_CASE("responder: a duplicate READ is executed again from its PSN, against c
   tl.expect(4'000, ack(psn(e, 3), 2));
 }
 
-TEST_CASE("responder: answers go out in PSN order: an ACK never overtakes an earlier READ or atomic response", "[timeline][responder]") {
+TEST_CASE("responder: answers go out in PSN order: an ACK never overtakes an earlier READ or atomic response",
+          "[timeline][responder]") {
   // Requests arrive in a burst before the engine transmits. IBTA (s9.7.5.1.2) and rxe answer
   // in PSN order; a requester that saw the ACK first would take it as an implied NAK for the
   // READ (s9.7.5.2.3) and ask for it again.
@@ -214,7 +219,8 @@ TEST_CASE("responder: answers go out in PSN order: an ACK never overtakes an ear
   tl.expect_nothing(3'000);
 }
 
-TEST_CASE("responder: a NAK waiting to go is not replaced by a weaker answer to a later packet of the burst", "[timeline][responder][rnr]") {
+TEST_CASE("responder: a NAK waiting to go is not replaced by a weaker answer to a later packet of the burst",
+          "[timeline][responder][rnr]") {
   // The engine keeps one ACK/NAK slot per QP: a later answer replaces an earlier one, which is
   // right for ACKs (a later ACK covers more) but would lose a NAK.
   Timeline tl;
@@ -251,7 +257,8 @@ TEST_CASE("responder: a NAK waiting to go is not replaced by a weaker answer to 
   }
 }
 
-TEST_CASE("responder: a duplicate atomic returns the saved original value, memory changes once", "[timeline][responder]") {
+TEST_CASE("responder: a duplicate atomic returns the saved original value, memory changes once",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.put_u64(256, 100);
@@ -277,7 +284,8 @@ TEST_CASE("responder: a duplicate atomic returns the saved original value, memor
   CHECK(tl.get_u64(256) == 7);
 }
 
-TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_timer, resent, it is accepted", "[timeline][responder][rnr]") {
+TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_timer, resent, it is accepted",
+          "[timeline][responder][rnr]") {
   Config c;
   c.min_rnr_timer = 12;
   Timeline tl(c);
@@ -306,7 +314,9 @@ TEST_CASE("responder: SEND with no receive posted gets an RNR NAK with min_rnr_t
   CHECK(tl.qp().counters.send_rnr_err == 2);
 }
 
-TEST_CASE("responder: forced RNR (fault injection) turns away the next K requests that need a receive, even with one posted", "[timeline][responder][rnr]") {
+TEST_CASE(
+    "responder: forced RNR (fault injection) turns away the next K requests that need a receive, even with one posted",
+    "[timeline][responder][rnr]") {
   Config c;
   c.min_rnr_timer = 3;
   Timeline tl(c);
@@ -335,7 +345,8 @@ TEST_CASE("responder: forced RNR (fault injection) turns away the next K request
   CHECK(tl.qp().counters.send_rnr_err == 2);
 }
 
-TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK, the QP errs and answers nothing more", "[timeline][responder]") {
+TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK, the QP errs and answers nothing more",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.post_recv(1, 0, 1024);
@@ -358,7 +369,8 @@ TEST_CASE("responder: a WRITE with a bad rkey gets a remote access NAK, the QP e
   CHECK(tl.get(4096, 32) == std::vector<std::uint8_t>(32, 0));
 }
 
-TEST_CASE("responder: an atomic at an address that is not 8-byte aligned gets an invalid request NAK", "[timeline][responder]") {
+TEST_CASE("responder: an atomic at an address that is not 8-byte aligned gets an invalid request NAK",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.put_u64(256, 1);
@@ -485,7 +497,8 @@ TEST_CASE("responder: messages across the PSN wrap 0xFFFFFF -> 0", "[timeline][r
   }
 }
 
-TEST_CASE("responder: MSN counts completed messages, an AckReq inside a message is answered too", "[timeline][responder]") {
+TEST_CASE("responder: MSN counts completed messages, an AckReq inside a message is answered too",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.post_recv(1, 0, 1024);
@@ -505,7 +518,8 @@ TEST_CASE("responder: MSN counts completed messages, an AckReq inside a message 
   CHECK(tl.get(0, 600) == m);
 }
 
-TEST_CASE("responder: WRITE with immediate and no receive posted: RNR NAK before any byte is written", "[timeline][responder][rnr]") {
+TEST_CASE("responder: WRITE with immediate and no receive posted: RNR NAK before any byte is written",
+          "[timeline][responder][rnr]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   const auto m = bytes(64, 9);
@@ -525,7 +539,8 @@ TEST_CASE("responder: WRITE with immediate and no receive posted: RNR NAK before
   CHECK(rwc[0].imm_data == core::imm_number(77));
 }
 
-TEST_CASE("responder: a SEND longer than the receive: NAK invalid request, LOC_LEN_ERR, QP to ERR", "[timeline][responder]") {
+TEST_CASE("responder: a SEND longer than the receive: NAK invalid request, LOC_LEN_ERR, QP to ERR",
+          "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
   tl.post_recv(1, 0, 100);
@@ -540,7 +555,9 @@ TEST_CASE("responder: a SEND longer than the receive: NAK invalid request, LOC_L
   check_wc(rwc[1], 2, WcStatus::wr_flush_err);
 }
 
-TEST_CASE("responder: a whole message resent after its ACK was lost gets an ACK after its first packet and again after its last", "[timeline][responder][pingpong]") {
+TEST_CASE("responder: a whole message resent after its ACK was lost gets an ACK after its first packet and again after "
+          "its last",
+          "[timeline][responder][pingpong]") {
   // Linux rxe's resend after a lost ACK (the rxe interop hang, rxe_interop.sh): our ACK for
   // the first resent packet reaches rxe while its WQE is half resent, which rxe 6.12 takes
   // without completing the WQE. Only an ACK sent after the resent LAST completes it there, so

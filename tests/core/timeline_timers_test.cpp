@@ -11,7 +11,8 @@
 using namespace test;
 using namespace test::timeline;
 
-TEST_CASE("requester: no answer resends after exactly 4.096 us << timeout, retry_cnt times, then RETRY_EXC_ERR", "[timeline][requester][timeout]") {
+TEST_CASE("requester: no answer resends after exactly 4.096 us << timeout, retry_cnt times, then RETRY_EXC_ERR",
+          "[timeline][requester][timeout]") {
   Config c;
   c.retry_cnt = 2;
   Timeline tl(c);
@@ -57,7 +58,8 @@ TEST_CASE("requester: no answer resends after exactly 4.096 us << timeout, retry
   tl.expect_nothing(1'000 + 10 * kT10);
 }
 
-TEST_CASE("requester: an ACK for part of a message restarts the timer, the resend starts after it", "[timeline][requester][timeout]") {
+TEST_CASE("requester: an ACK for part of a message restarts the timer, the resend starts after it",
+          "[timeline][requester][timeout]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(700, 6);
@@ -82,7 +84,8 @@ TEST_CASE("requester: an ACK for part of a message restarts the timer, the resen
   check_wc(wcs[0], 1, WcStatus::success);
 }
 
-TEST_CASE("requester: an RNR NAK resends after exactly the timer it names, rnr_retry bounds it", "[timeline][requester][rnr]") {
+TEST_CASE("requester: an RNR NAK resends after exactly the timer it names, rnr_retry bounds it",
+          "[timeline][requester][rnr]") {
   Config c;
   c.rnr_retry = 2;
   Timeline tl(c);
@@ -149,7 +152,8 @@ TEST_CASE("requester: rnr_retry 7 retries for ever", "[timeline][requester][rnr]
   check_wc(wcs[0], 1, WcStatus::success);
 }
 
-TEST_CASE("requester: a READ response stream that stops mid-message is recovered by the timeout", "[timeline][requester][read][timeout]") {
+TEST_CASE("requester: a READ response stream that stops mid-message is recovered by the timeout",
+          "[timeline][requester][read][timeout]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto v = bytes(700, 33);
@@ -170,7 +174,8 @@ TEST_CASE("requester: a READ response stream that stops mid-message is recovered
   CHECK(tl.get(4096, 700) == v);
 }
 
-TEST_CASE("requester: an RNR NAK for the second WR completes the first and resends from the second", "[timeline][requester][rnr]") {
+TEST_CASE("requester: an RNR NAK for the second WR completes the first and resends from the second",
+          "[timeline][requester][rnr]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   tl.put(0, bytes(20, 1));
@@ -191,7 +196,8 @@ TEST_CASE("requester: an RNR NAK for the second WR completes the first and resen
   check_wc(wcs[0], 2, WcStatus::success);
 }
 
-TEST_CASE("requester: an RNR NAK for the LAST of a WRITE with immediate resends only that packet", "[timeline][requester][rnr]") {
+TEST_CASE("requester: an RNR NAK for the LAST of a WRITE with immediate resends only that packet",
+          "[timeline][requester][rnr]") {
   Timeline tl;
   const std::uint32_t s = tl.config.sq_psn;
   const auto m = bytes(600, 17);
@@ -245,7 +251,9 @@ TEST_CASE("requester: timeout 0 never retransmits", "[timeline][requester][timeo
   CHECK(tl.state() == QpState::rts);
 }
 
-TEST_CASE("requester: rc_pingpong's late ACK, after the peer's next SEND and during the timeout's resend, completes the SEND and the next one goes out", "[timeline][requester][timeout][pingpong]") {
+TEST_CASE("requester: rc_pingpong's late ACK, after the peer's next SEND and during the timeout's resend, completes "
+          "the SEND and the next one goes out",
+          "[timeline][requester][timeout][pingpong]") {
   // The interop hang's sequence (4096-byte SENDs at path MTU 1024): our SEND waits for its
   // ACK while the peer's own SEND arrives and is acknowledged; the timer resends ours from
   // its first packet; the late ACK for our last PSN arrives after one or all of the resent
@@ -263,7 +271,8 @@ TEST_CASE("requester: rc_pingpong's late ACK, after the peer's next SEND and dur
 
       tl.post_send(1'000, tl.wr(WrOpcode::send, 1, 0, 4096));
       const auto four = [&](Time t, std::uint32_t base, std::uint32_t from) {
-        const Operation ops[] = {Operation::send_first, Operation::send_middle, Operation::send_middle, Operation::send_last};
+        const Operation ops[] = {Operation::send_first, Operation::send_middle, Operation::send_middle,
+                                 Operation::send_last};
         for (std::uint32_t i = from; i < 4; ++i)
           tl.expect(t, rc(ops[i], psn(base, i)).with_payload(slice(mine, i * 1024, 1024)).ackreq(i == 3));
       };

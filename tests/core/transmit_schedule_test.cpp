@@ -3,7 +3,6 @@
 // it (Device::wake). The device asks only the QPs in its queues for packets, so these are the
 // properties that a missed wake-up or a stale queue entry would break.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "tests/core/engine_fixture.hpp"
@@ -102,8 +101,14 @@ TEST_CASE("a destroyed QP's number, taken by a new QP, is served once per turn")
   m.write(q[1], 4 * 1024);
   CHECK(m.next_from_a(1) == std::vector<std::uint32_t>{q[0]});
   // q[0] is queued with three packets to go when it is destroyed.
-  REQUIRE(m.a.dev->modify_qp(0, q[0], [] { core::QpAttr e; e.qp_state = core::QpState::err; return e; }(),
-                             core::qp_attr::state) == 0);
+  REQUIRE(m.a.dev->modify_qp(
+              0, q[0],
+              [] {
+                core::QpAttr e;
+                e.qp_state = core::QpState::err;
+                return e;
+              }(),
+              core::qp_attr::state) == 0);
   REQUIRE(m.a.dev->destroy_qp(q[0]) == 0);
   bring_up(m.a, q[0], m.b.gid(), 300, 200, {});
   REQUIRE(m.a.qpn == q[0]);  // the number came back

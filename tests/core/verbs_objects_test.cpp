@@ -289,7 +289,8 @@ TEST_CASE("MR: scatter/gather lists split across packets land byte-exact", "[cor
   }
   const auto holds_message = [&](Side& s, std::initializer_list<std::pair<std::size_t, std::size_t>> pieces) {
     std::vector<std::uint8_t> out;
-    for (const auto& [offset, length] : pieces) out.insert(out.end(), s.buffer.begin() + offset, s.buffer.begin() + offset + length);
+    for (const auto& [offset, length] : pieces)
+      out.insert(out.end(), s.buffer.begin() + offset, s.buffer.begin() + offset + length);
     return out == message;  // compared here: Catch would print both vectors in full
   };
 
@@ -316,7 +317,7 @@ TEST_CASE("MW: alloc and dealloc", "[core][verbs][mw]") {
   const auto mw = b.dev.alloc_mw(pd, 1);
   const auto mr = b.dev.reg_mr(pd, b.addr(), 64, b.addr(), acc::local_write);
   REQUIRE(mw.ok());
-  CHECK(b.dev.dealloc_mw(mr->lkey) == EINVAL);  // an MR is not an MW
+  CHECK(b.dev.dealloc_mw(mr->lkey) == EINVAL);     // an MR is not an MW
   CHECK(b.dev.dealloc_mw(*mw + 0x100) == EINVAL);  // another index: no window there
   CHECK(b.dev.dealloc_mw(*mw) == 0);
   CHECK(b.dev.dealloc_mw(*mw) == EINVAL);
@@ -328,8 +329,8 @@ TEST_CASE("MW type 1: bind_mw gives a new rkey for a range, the old rkey is refu
   REQUIRE(mw.ok());
   SECTION("allocated, a window is unbound") { CHECK(write_status(p, p.b.addr(8192), *mw) == WcStatus::rem_access_err); }
   SECTION("bound") {
-    const auto rkey = p.b.dev->bind_mw(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr(8192), 4096,
-                                       acc::remote_write | acc::remote_read);
+    const auto rkey =
+        p.b.dev->bind_mw(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr(8192), 4096, acc::remote_write | acc::remote_read);
     REQUIRE(rkey.ok());
     CHECK(*rkey != *mw);
     CHECK((*rkey >> 8) == (*mw >> 8));  // the same window, another key byte
@@ -340,7 +341,7 @@ TEST_CASE("MW type 1: bind_mw gives a new rkey for a range, the old rkey is refu
     CHECK(status_of(p, remote_wr(WrOpcode::rdma_read, 2, {p.a.sge(4096, 512)}, p.b.addr(8192 + 100), *rkey)) ==
           WcStatus::success);
     CHECK(std::memcmp(p.a.buffer.data() + 4096, p.a.buffer.data(), 512) == 0);
-    CHECK(p.b.dev->dereg_mr(p.b.mr.lkey) == EBUSY);  // a window is bound to it
+    CHECK(p.b.dev->dereg_mr(p.b.mr.lkey) == EBUSY);                           // a window is bound to it
     CHECK(write_status(p, p.b.addr(8192), *mw) == WcStatus::rem_access_err);  // the key before the bind
   }
 }
@@ -376,7 +377,9 @@ TEST_CASE("MW type 1: outside the window, or beyond its access, is refused", "[c
     CHECK(status_of(p, remote_wr(WrOpcode::rdma_read, 1, {p.a.sge(0, 64)}, p.b.addr(8192 - 8), *rkey)) ==
           WcStatus::rem_access_err);
   }
-  SECTION("a WRITE through a read-only window") { CHECK(write_status(p, p.b.addr(8192), *rkey) == WcStatus::rem_access_err); }
+  SECTION("a WRITE through a read-only window") {
+    CHECK(write_status(p, p.b.addr(8192), *rkey) == WcStatus::rem_access_err);
+  }
 }
 
 TEST_CASE("MW type 1: a zero-length bind unbinds", "[core][verbs][mw]") {
@@ -406,18 +409,17 @@ TEST_CASE("MW type 1: bind_mw refusals are EINVAL", "[core][verbs][mw]") {
   const auto no_local_write = d.reg_mr(p.b.pd, p.b.addr(), 4096, p.b.addr(), acc::remote_read | acc::mw_bind);
   const std::uint32_t rw = acc::remote_write | acc::remote_read;
   const auto bind = [&](std::uint32_t qpn, std::uint32_t window, std::uint32_t lkey, std::uint64_t addr,
-                        std::uint64_t len, std::uint32_t flags) {
-    return d.bind_mw(qpn, window, lkey, addr, len, flags).error();
-  };
-  CHECK(bind(p.b.qpn + 1, *mw, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);           // no such QP
-  CHECK(bind(p.b.qpn, *mw + 0x100, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);       // no such MW
-  CHECK(bind(p.b.qpn, *mw2, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);              // type 2: a work request
+                        std::uint64_t len,
+                        std::uint32_t flags) { return d.bind_mw(qpn, window, lkey, addr, len, flags).error(); };
+  CHECK(bind(p.b.qpn + 1, *mw, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);             // no such QP
+  CHECK(bind(p.b.qpn, *mw + 0x100, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);         // no such MW
+  CHECK(bind(p.b.qpn, *mw2, p.b.mr.lkey, p.b.addr(), 64, rw) == EINVAL);                // type 2: a work request
   CHECK(bind(p.b.qpn, *mw_other_pd, mr_other_pd->lkey, p.b.addr(), 64, rw) == EINVAL);  // MW outside the QP's PD
-  CHECK(bind(p.b.qpn, *mw, mr_other_pd->lkey, p.b.addr(), 64, rw) == EINVAL);         // MR outside the MW's PD
-  CHECK(bind(p.b.qpn, *mw, no_bind->lkey, p.b.addr(), 64, rw) == EINVAL);             // MR without mw_bind
-  CHECK(bind(p.b.qpn, *mw, no_local_write->lkey, p.b.addr(), 64, rw) == EINVAL);      // remote write needs local write
+  CHECK(bind(p.b.qpn, *mw, mr_other_pd->lkey, p.b.addr(), 64, rw) == EINVAL);           // MR outside the MW's PD
+  CHECK(bind(p.b.qpn, *mw, no_bind->lkey, p.b.addr(), 64, rw) == EINVAL);               // MR without mw_bind
+  CHECK(bind(p.b.qpn, *mw, no_local_write->lkey, p.b.addr(), 64, rw) == EINVAL);  // remote write needs local write
   CHECK(bind(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr(p.b.buffer.size() - 32), 64, rw) == EINVAL);  // beyond the MR
-  CHECK(bind(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr() - 8, 64, rw) == EINVAL);                     // before the MR
+  CHECK(bind(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr() - 8, 64, rw) == EINVAL);                    // before the MR
   CHECK(bind(p.b.qpn, *mw, no_local_write->lkey, p.b.addr(), 64, acc::remote_read) == 0);  // and now one that is fine
 }
 
@@ -436,7 +438,8 @@ TEST_CASE("MW type 2: a BIND_MW work request binds it, WRITE and READ use the ne
   for (int i = 0; i < 300; ++i) p.a.buffer[i] = static_cast<std::uint8_t>(i ^ 0x5A);
   CHECK(status_of(p, remote_wr(WrOpcode::rdma_write, 1, {p.a.sge(0, 300)}, p.b.addr(8192), rkey)) == WcStatus::success);
   CHECK(std::memcmp(p.b.buffer.data() + 8192, p.a.buffer.data(), 300) == 0);
-  CHECK(status_of(p, remote_wr(WrOpcode::rdma_read, 2, {p.a.sge(1000, 300)}, p.b.addr(8192), rkey)) == WcStatus::success);
+  CHECK(status_of(p, remote_wr(WrOpcode::rdma_read, 2, {p.a.sge(1000, 300)}, p.b.addr(8192), rkey)) ==
+        WcStatus::success);
   CHECK(std::memcmp(p.a.buffer.data() + 1000, p.a.buffer.data(), 300) == 0);
   CHECK(write_status(p, p.b.addr(8192), *mw) == WcStatus::rem_access_err);  // the old key
 }
@@ -580,8 +583,7 @@ TEST_CASE("CQ: create, destroy and resize refusals", "[core][verbs][cq]") {
   CHECK(b.dev.req_notify_cq(send_cq, false) == EINVAL);
 }
 
-TEST_CASE("CQ: take_completed_cqs names each CQ that got completions once, then only new ones",
-          "[core][verbs][cq]") {
+TEST_CASE("CQ: take_completed_cqs names each CQ that got completions once, then only new ones", "[core][verbs][cq]") {
   Bare b;
   const std::uint32_t pd = b.pd(), quiet = b.cq();
   const auto cq1 = b.dev.create_cq(16), cq2 = b.dev.create_cq(16);
@@ -624,11 +626,15 @@ TEST_CASE("room: how many WRs each queue still takes, down to ENOMEM", "[core][v
   CHECK(b.dev.room(Q::recv, qp->qpn) == 3u);
   CHECK(b.dev.room(Q::send, qp->qpn + 100) == std::nullopt);
   CHECK(b.dev.room(Q::srq, 77) == std::nullopt);
-  REQUIRE(b.dev.modify_qp(0, qp->qpn, [] {
-    core::QpAttr a;
-    a.qp_state = core::QpState::init;
-    return a;
-  }(), core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port | core::qp_attr::access_flags) == 0);
+  REQUIRE(b.dev.modify_qp(
+              0, qp->qpn,
+              [] {
+                core::QpAttr a;
+                a.qp_state = core::QpState::init;
+                return a;
+              }(),
+              core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port | core::qp_attr::access_flags) ==
+          0);
   for (std::uint64_t id = 0; id < 3; ++id) {
     CHECK(b.dev.room(Q::recv, qp->qpn) == 3u - id);
     REQUIRE(b.dev.post_recv(qp->qpn, recv_wr(id, {})) == 0);
@@ -787,12 +793,12 @@ TEST_CASE("SRQ: several RC QPs receive from one SRQ (ibv_srq_pingpong)", "[core]
   REQUIRE(srq.ok());
   std::vector<std::uint32_t> qpns;
   for (int i = 0; i < 4; ++i) qpns.push_back(add_qp_pair(p, *srq));
-  for (std::uint64_t k = 0; k < 8; ++k)
-    REQUIRE(p.b.dev->post_srq_recv(*srq, recv_wr(k, {p.b.sge(256 * k, 256)})) == 0);
+  for (std::uint64_t k = 0; k < 8; ++k) REQUIRE(p.b.dev->post_srq_recv(*srq, recv_wr(k, {p.b.sge(256 * k, 256)})) == 0);
   // Message m (1..8) is m repeated 40 + 10 m times, sent by a's QP (m - 1) / 2.
   for (std::uint32_t m = 1; m <= 8; ++m) {
     std::memset(p.a.buffer.data() + 256 * m, static_cast<int>(m), 256);
-    REQUIRE(p.a.dev->post_send(p.net.now, qpns[(m - 1) / 2], make_wr(WrOpcode::send, m, {p.a.sge(256 * m, 40 + 10 * m)})) == 0);
+    REQUIRE(p.a.dev->post_send(p.net.now, qpns[(m - 1) / 2],
+                               make_wr(WrOpcode::send, m, {p.a.sge(256 * m, 40 + 10 * m)})) == 0);
   }
   const auto wcs = wait_wcs(p, p.b, p.b.recv_cq, 8);
   std::set<std::uint32_t> seen;

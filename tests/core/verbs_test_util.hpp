@@ -60,7 +60,9 @@ inline std::vector<core::Wc> wait_wcs(Pair& p, Side& s, std::uint32_t cq, std::s
 }
 
 // Lets the packets in flight arrive (100 us of virtual time: no RC timer fires that soon).
-inline void settle(Pair& p) { p.net.run_until([] { return false; }, 100'000); }
+inline void settle(Pair& p) {
+  p.net.run_until([] { return false; }, 100'000);
+}
 
 // The status of one signaled request from a to b, after the network settles.
 inline WcStatus status_of(Pair& p, const core::SendWr& w) {

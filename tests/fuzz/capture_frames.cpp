@@ -1,8 +1,8 @@
 // Fuzzes what `softrdma dump` does with each frame of a capture: the RoCE judgement (which
 // parses, verifies and rebuilds), ARP, and the TCP reassembly and iWARP decoding that run
 // across frames. The input is a sequence of frames, each prefixed by a 2-byte length.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 
 #include "tools/dump/iwarp_capture.hpp"
 #include "tools/softrdma/frame_judge.hpp"

@@ -2,10 +2,10 @@
 // REQ's private data. Whatever parses must re-emit into a MAD that parses to the same values
 // (reserved bits go out as zero, so the bytes may differ from the input only there), and
 // emitting that again must give the same bytes.
+#include "wire/cm_mad.hpp"
+
 #include <cstdint>
 #include <cstdlib>
-
-#include "wire/cm_mad.hpp"
 
 namespace {
 

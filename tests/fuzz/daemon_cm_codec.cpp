@@ -2,11 +2,11 @@
 // daemon's CM events (emulator/host/daemon_cm_codec.hpp): a client may send any bytes. The
 // first input byte picks what is decoded from the rest. Whatever decodes must encode into
 // bytes that decode and encode to the same bytes again.
+#include "emulator/host/daemon_cm_codec.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
-
-#include "emulator/host/daemon_cm_codec.hpp"
 
 namespace {
 
@@ -45,11 +45,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::span<const std::uint8_t> rest(data + 1, size - 1);
   switch (data[0] % 5) {
-    case 0: round_trip<core::CmConnect>(rest); break;
-    case 1: round_trip<core::CmAccept>(rest); break;
-    case 2: round_trip<core::CmServiceQuery>(rest); break;
-    case 3: round_trip<core::CmServiceAnswer>(rest); break;
-    default: round_trip<core::CmEvent>(rest); break;
+    case 0:
+      round_trip<core::CmConnect>(rest);
+      break;
+    case 1:
+      round_trip<core::CmAccept>(rest);
+      break;
+    case 2:
+      round_trip<core::CmServiceQuery>(rest);
+      break;
+    case 3:
+      round_trip<core::CmServiceAnswer>(rest);
+      break;
+    default:
+      round_trip<core::CmEvent>(rest);
+      break;
   }
   return 0;
 }

@@ -5,13 +5,14 @@
 // a packet handed on must lie inside its frame, the link's counters must account for every
 // frame, and the frames it sends must be whole ARP frames (IPv4) or neighbour solicitations
 // and advertisements that pass RFC 4861's checks (IPv6).
+#include "emulator/net/ethernet_link.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <span>
 #include <vector>
 
-#include "emulator/net/ethernet_link.hpp"
 #include "emulator/net/udp_gid.hpp"
 #include "wire/arp.hpp"
 #include "wire/icmpv6.hpp"
@@ -64,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ++frames;
     now += 50'000'000;
     if (const auto p = link.receive(frame)) {
-      if (p->bytes.data() < frame.data() || p->bytes.data() + p->bytes.size() > frame.data() + frame.size()) std::abort();
+      if (p->bytes.data() < frame.data() || p->bytes.data() + p->bytes.size() > frame.data() + frame.size())
+        std::abort();
     }
     if (const std::optional<core::Gid> peer = peer_of(frame, ipv6)) {
       core::TxPacket packet;

@@ -1,12 +1,12 @@
 // Fuzzes IbPacket::check() on what a UDP socket hands the engine (the UDP payload), and the
 // repr round trip: headers and payload must come back byte-identical (pad bytes are always
 // emitted as zero and the ICRC is not the repr's, so those are not compared).
+#include "wire/ib_packet.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#include "wire/ib_packet.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto packet = wire::IbPacket::check({data, size});

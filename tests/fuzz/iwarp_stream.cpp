@@ -4,8 +4,8 @@
 //   1..4: chunk sizes (each + 1), used in turn
 // then the stream. Checks what the decoder promises: progress on every call, items in
 // stream order within what was fed, nothing after an error.
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "wire/iwarp/mpa_stream.hpp"

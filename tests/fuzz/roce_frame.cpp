@@ -1,13 +1,14 @@
 // Fuzzes RoceFrame::check() on whole Ethernet frames, the IPv4 ID solver on what it accepts,
 // and the build path behind it: a frame that checks must rebuild into a frame that checks,
 // carries a valid ICRC and parses back to the same IB fields.
+#include "wire/roce_frame.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "wire/icrc_ipv4_id.hpp"
 #include "wire/ipv4.hpp"
-#include "wire/roce_frame.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto frame = wire::RoceFrame::check({data, size});

@@ -4,6 +4,8 @@
 // until it refuses one, and decodes each as the post request it claims to be
 // (daemon_protocol.hpp), as DaemonServer does. Nothing may read outside the ring or a record,
 // and a record returned must lie inside the data area.
+#include "emulator/host/work_ring.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -13,7 +15,6 @@
 #include <string>
 
 #include "emulator/host/daemon_protocol.hpp"
-#include "emulator/host/work_ring.hpp"
 
 namespace {
 

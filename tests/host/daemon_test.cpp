@@ -125,7 +125,6 @@ struct Client {
 
 core::Gid gid_of(Daemon& d) { return d.host->gid(); }
 
-
 }  // namespace
 
 TEST_CASE("daemon: two clients of one daemon move data byte-exactly with WRITE, SEND and READ", "[daemon]") {
@@ -190,8 +189,7 @@ TEST_CASE("daemon: a client naming another client's objects gets EINVAL and chan
   CHECK(std::equal(a.buffer.begin(), a.buffer.begin() + 4096, b.buffer.begin()));
 }
 
-TEST_CASE("daemon: another client's rkey or lkey fails with an access error and its data stays untouched",
-          "[daemon]") {
+TEST_CASE("daemon: another client's rkey or lkey fails with an access error and its data stays untouched", "[daemon]") {
   Daemon d("127.83.72.1");
   Client victim(d), thief(d);
   fill_pattern(victim.buffer, 0, 8192, 5);
@@ -202,8 +200,7 @@ TEST_CASE("daemon: another client's rkey or lkey fails with an access error and 
   thief.connect(thief.qpn, q2, gid_of(d));
   thief.connect(q2, thief.qpn, gid_of(d));
   fill_pattern(thief.buffer, 0, 8192, 6);
-  thief.post(thief.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {thief.sge(0, 8192)}, victim.addr(0),
-                                  victim.mr.rkey));
+  thief.post(thief.qpn, remote_wr(core::WrOpcode::rdma_write, 1, {thief.sge(0, 8192)}, victim.addr(0), victim.mr.rkey));
   CHECK(thief.wait(1)[0].status == core::WcStatus::rem_access_err);
   CHECK(std::equal(before.begin(), before.end(), victim.buffer.begin()));
 
@@ -211,8 +208,8 @@ TEST_CASE("daemon: another client's rkey or lkey fails with an access error and 
   const std::uint32_t q3 = thief.create_qp(), q4 = thief.create_qp();
   thief.connect(q3, q4, gid_of(d));
   thief.connect(q4, q3, gid_of(d));
-  core::SendWr steal = remote_wr(core::WrOpcode::rdma_write, 2, {{victim.addr(0), 8192, victim.mr.lkey}},
-                                 thief.addr(0), thief.mr.rkey);
+  core::SendWr steal =
+      remote_wr(core::WrOpcode::rdma_write, 2, {{victim.addr(0), 8192, victim.mr.lkey}}, thief.addr(0), thief.mr.rkey);
   thief.post(q3, steal);
   CHECK(thief.wait(1)[0].status == core::WcStatus::loc_prot_err);
   CHECK(std::equal(before.begin(), before.end(), victim.buffer.begin()));
@@ -257,7 +254,7 @@ TEST_CASE("daemon: a bind or local invalidation naming another client's window o
   CHECK(invalidated.wr_id == 2);
   CHECK(invalidated.status == core::WcStatus::loc_prot_err);
 
-  victim.check_write_to_itself(gid_of(d), 12);  // its MR still valid
+  victim.check_write_to_itself(gid_of(d), 12);      // its MR still valid
   CHECK(victim.link->dealloc_mw(*victim_mw) == 0);  // its window still its own, and unbound
 }
 
@@ -294,8 +291,9 @@ TEST_CASE("daemon: a burst of events larger than the event socket holds reaches 
     core::QpAttr a;
     a.qp_state = core::QpState::init;  // RESET goes only to INIT (s10.3.1)
     a.port_num = 1;
-    REQUIRE(c.link->modify_qp(qp->qpn, a, core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port |
-                                             core::qp_attr::access_flags) == 0);
+    REQUIRE(c.link->modify_qp(qp->qpn, a,
+                              core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port |
+                                  core::qp_attr::access_flags) == 0);
     a.qp_state = core::QpState::err;
     REQUIRE(c.link->modify_qp(qp->qpn, a, core::qp_attr::state) == 0);
     REQUIRE(c.link->req_notify_cq(*cq, false) == 0);
@@ -342,16 +340,16 @@ TEST_CASE("daemon: a client that goes away leaves nothing behind and disturbs no
   stays.check_write_to_itself(gid_of(d), 11);
 }
 
-TEST_CASE("daemon: shutdown flushes client QPs, raises device_fatal, and then every verb fails with EIO",
-          "[daemon]") {
+TEST_CASE("daemon: shutdown flushes client QPs, raises device_fatal, and then every verb fails with EIO", "[daemon]") {
   Daemon d("127.83.74.1", std::chrono::milliseconds(300));
   Client c(d);
   const std::uint32_t q2 = c.create_qp();
   c.connect(c.qpn, q2, gid_of(d));
   std::atomic<int> fatal{0};
-  c.link->set_event_handlers([](std::uint32_t) {}, [&](const core::AsyncEvent& e) {
-    if (e.type == core::AsyncEventType::device_fatal) ++fatal;
-  });
+  c.link->set_event_handlers([](std::uint32_t) {},
+                             [&](const core::AsyncEvent& e) {
+                               if (e.type == core::AsyncEventType::device_fatal) ++fatal;
+                             });
   c.post_recv(42, 0, 64);
   std::thread stop([&] { d.server->shutdown(); });
   CHECK(eventually([&] { return fatal.load() == 1; }));
@@ -543,7 +541,7 @@ std::uint32_t ud_qp_of(Client& c, std::uint32_t q_key) {
   a.port_num = 1;
   a.qkey = q_key;
   for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
-                                std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
+                                 std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
     a.qp_state = to;
     REQUIRE(c.link->modify_qp(qp, a, mask) == 0);
   }

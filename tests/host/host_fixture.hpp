@@ -94,7 +94,7 @@ struct Node {
 
 struct RcOptions {
   core::Mtu mtu = core::Mtu::mtu1024;
-  std::uint8_t timeout = 14;        // 67 ms
+  std::uint8_t timeout = 14;  // 67 ms
   std::uint8_t retry_cnt = 7;
   std::uint8_t rnr_retry = 7;       // infinite
   std::uint8_t min_rnr_timer = 12;  // 0.64 ms
@@ -119,8 +119,8 @@ inline void connect_rc(Node& n, std::uint32_t qpn, std::uint32_t remote_qpn, con
   core::QpAttr a;
   a.qp_state = core::QpState::init;
   a.port_num = 1;
-  a.qp_access_flags = core::access::local_write | core::access::remote_write | core::access::remote_read |
-                      core::access::remote_atomic;
+  a.qp_access_flags =
+      core::access::local_write | core::access::remote_write | core::access::remote_read | core::access::remote_atomic;
   const auto modify = [&](std::uint32_t mask) {
     REQUIRE(n.host->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, qpn, a, mask); }) == 0);
   };

@@ -127,8 +127,8 @@ TEST_CASE("an address that cannot be bound gives one clear line", "[host][addres
     REQUIRE(first.host);
     const host::HostStart s = start_at("127.83.20.1");
     CHECK_FALSE(s.host);
-    CHECK(s.error ==
-          "cannot bind 127.83.20.1:4791: address already in use (another softrdma device or the rdma_rxe module holds it)");
+    CHECK(s.error == "cannot bind 127.83.20.1:4791: address already in use (another softrdma device or the rdma_rxe "
+                     "module holds it)");
   }
   SECTION("not an address at all") {
     const host::HostStart s = start_at("127.0.0.300");
@@ -216,7 +216,7 @@ TEST_CASE("an idle host uses no more than 5% of a core", "[host][cpu]") {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double share = (cpu_seconds() - cpu_before) / wall;
   WARN("two idle hosts (two progress threads, connected QPs) used " << share * 100 << "% of a core over " << wall
-                                                                      << " s");
+                                                                    << " s");
   CHECK(share <= 0.05);
 }
 

@@ -40,9 +40,10 @@ std::uint32_t ud_qp(Node& n) {
   a.port_num = 1;
   a.qkey = kQkey;
   for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
-                                std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
+                                 std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
     a.qp_state = to;
-    REQUIRE(n.host->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, created->qpn, a, mask); }) == 0);
+    REQUIRE(n.host->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, created->qpn, a, mask); }) ==
+            0);
   }
   return created->qpn;
 }
@@ -72,8 +73,7 @@ void exchange(Node& sender, Node& m1, Node& m2, const core::Gid& group) {
   const std::uint32_t s = ud_qp(sender), q1 = ud_qp(m1), q2 = ud_qp(m2);
   REQUIRE(m1.host->attach_mcast(q1, group) == 0);
   REQUIRE(m2.host->attach_mcast(q2, group) == 0);
-  for (Node* m : {&m1, &m2})
-    m->post_recv(m == &m1 ? q1 : q2, 1, 0, 40 + 1000);
+  for (Node* m : {&m1, &m2}) m->post_recv(m == &m1 ? q1 : q2, 1, 0, 40 + 1000);
   fill_pattern(sender.buffer, 0, 1000, 3);
   send_to_group(sender, s, group, 1000, 1);
   for (Node* m : {&m1, &m2}) {
@@ -146,10 +146,10 @@ bool in_own_namespace() {
 // the two ends of a veth pair inside the namespace in_netns.sh made.
 TEST_CASE("embedded hosts: an IPv6 group across a veth pair", "[.netns][multicast][ipv6]") {
   REQUIRE(in_own_namespace());  // never make interfaces in the machine's namespace
-  const int made = std::system(
-      "ip link add srdmc0 type veth peer name srdmc1 && "
-      "ip -6 addr add fd77:40::1/64 dev srdmc0 nodad && ip -6 addr add fd77:40::2/64 dev srdmc1 nodad && "
-      "ip -6 addr add fd77:40::3/64 dev srdmc1 nodad && ip link set srdmc0 up && ip link set srdmc1 up");
+  const int made =
+      std::system("ip link add srdmc0 type veth peer name srdmc1 && "
+                  "ip -6 addr add fd77:40::1/64 dev srdmc0 nodad && ip -6 addr add fd77:40::2/64 dev srdmc1 nodad && "
+                  "ip -6 addr add fd77:40::3/64 dev srdmc1 nodad && ip link set srdmc0 up && ip link set srdmc1 up");
   REQUIRE(made == 0);
   REQUIRE(eventually([] { return std::system("ip link show srdmc1 | grep -q LOWER_UP") == 0; }));
   Node sender("fd77:40::1"), m1("fd77:40::2"), m2("fd77:40::3");

@@ -129,14 +129,15 @@ std::vector<wire::RoceFrame> roce_frames_of_a_send(const char* ip_a, const char*
   return roce;
 }
 
-TEST_CASE("without GSO the kernel sends IPv4 with DF, ID 0 and UDP checksum 0, so the ICRC holds on the wire", "[.netns][wire]") {
+TEST_CASE("without GSO the kernel sends IPv4 with DF, ID 0 and UDP checksum 0, so the ICRC holds on the wire",
+          "[.netns][wire]") {
   std::vector<std::vector<std::uint8_t>> storage;
   for (const wire::RoceFrame& f : roce_frames_of_a_send("127.0.0.1", "127.0.0.2", storage)) {
     REQUIRE(f.encapsulation() == wire::Encapsulation::rocev2_ipv4);
     const std::uint8_t* ip = f.network_header().data();
     CHECK(wire::Ipv4::identification::get(ip) == 0);
     CHECK(wire::Ipv4::dont_fragment::get(ip));
-    CHECK(wire::Ipv4::ttl::get(ip) == 1);  // the QP's hop limit, through IP_TTL
+    CHECK(wire::Ipv4::ttl::get(ip) == 1);                         // the QP's hop limit, through IP_TTL
     CHECK(wire::Udp::checksum::get(f.udp_header().data()) == 0);  // SO_NO_CHECK
     CHECK(wire::Udp::src_port::get(f.udp_header().data()) == 4791);
     CHECK(f.icrc_ok());  // over the headers the kernel wrote, not the ones the engine assumed
@@ -152,7 +153,8 @@ core::Gid gid_at(const char* ipv4) {
 // With GSO the SEND's two packets leave as one datagram, which loopback never segments: its
 // UDP payload is the two packets back to back. Where a device segments it, the kernel gives
 // segment k IPv4 ID k (DF set, first ID 0): each packet's ICRC must hold for that ID.
-TEST_CASE("with GSO a message's packets share one datagram, each with the ICRC for its segment's IPv4 ID", "[.netns][wire]") {
+TEST_CASE("with GSO a message's packets share one datagram, each with the ICRC for its segment's IPv4 ID",
+          "[.netns][wire]") {
   bool seen = false;
   for (const auto& f : capture_a_send("127.0.0.1", "127.0.0.2", true)) {
     constexpr std::size_t kEthernet = 14;
@@ -160,7 +162,8 @@ TEST_CASE("with GSO a message's packets share one datagram, each with the ICRC f
     const std::uint8_t* ip = f.data() + kEthernet;
     const std::uint8_t* udp = ip + wire::Ipv4::min_length;
     if (wire::Ipv4::version::get(ip) != 4 || wire::Udp::dst_port::get(udp) != wire::kRoceV2Port) continue;
-    const std::span<const std::uint8_t> payload(udp + wire::Udp::length, wire::Udp::total_length::get(udp) - wire::Udp::length);
+    const std::span<const std::uint8_t> payload(udp + wire::Udp::length,
+                                                wire::Udp::total_length::get(udp) - wire::Udp::length);
     if (payload.size() < 1500) continue;  // the ACK
     seen = true;
     CHECK(wire::Ipv4::identification::get(ip) == 0);
@@ -183,7 +186,8 @@ TEST_CASE("with GSO a message's packets share one datagram, each with the ICRC f
   CHECK(seen);
 }
 
-TEST_CASE("without GSO the kernel sends IPv6 with a UDP checksum, and the ICRC holds on the wire", "[.netns][wire][ipv6]") {
+TEST_CASE("without GSO the kernel sends IPv6 with a UDP checksum, and the ICRC holds on the wire",
+          "[.netns][wire][ipv6]") {
   std::vector<std::vector<std::uint8_t>> storage;
   for (const wire::RoceFrame& f : roce_frames_of_a_send(kV6a, kV6b, storage)) {
     REQUIRE(f.encapsulation() == wire::Encapsulation::rocev2_ipv6);

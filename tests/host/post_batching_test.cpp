@@ -59,7 +59,8 @@ void expect_received(Node& from, Node& to, std::size_t count, std::uint64_t firs
 }
 
 void post_receives(Node& n, std::uint32_t qpn, int count) {
-  for (int i = 0; i < count; ++i) n.post_recv(qpn, static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * kMessage, kMessage);
+  for (int i = 0; i < count; ++i)
+    n.post_recv(qpn, static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * kMessage, kMessage);
 }
 
 // Two hosts on `subnet`.1 and .2, one RC QP each, the receiver ready for every SEND a test posts.
@@ -91,7 +92,8 @@ struct Batching {
   const int batch;
 };
 
-TEST_CASE("while the application busy-polls, posted SENDs wait for its next poll and leave in one batch", "[host][batching]") {
+TEST_CASE("while the application busy-polls, posted SENDs wait for its next poll and leave in one batch",
+          "[host][batching]") {
   Batching t("127.83.80", 32, 80);
   host::HostStats before;
   const std::uint64_t posted = t.post_until_one_waits(before);
@@ -178,7 +180,8 @@ TEST_CASE("posts made inside a work source's pull leave together when the pull e
   fill_pattern(a.buffer, 0, kCount * kMessage, 83);
   post_receives(b, p.qb, kCount);
   std::vector<core::SendWr> wrs;
-  for (int i = 0; i < kCount; ++i) wrs.push_back(make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(i * kMessage, kMessage)}));
+  for (int i = 0; i < kCount; ++i)
+    wrs.push_back(make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(i * kMessage, kMessage)}));
   PostsOnce source(a, p.qa, std::move(wrs));
   REQUIRE(eventually([&] { return source.result().has_value(); }));
   const auto [before, err] = *source.result();

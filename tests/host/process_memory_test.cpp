@@ -53,7 +53,7 @@ TEST_CASE("process memory: a read that continues the last one reads ahead until 
   source[2048] = 0xEE;  // changed behind the read-ahead
   REQUIRE(a.memory.read(a.at(source.data() + 2048), out));
   CHECK(out[0] == static_cast<std::uint8_t>(2048));  // served from what was read ahead
-  a.memory.flush();                                   // forgets it
+  a.memory.flush();                                  // forgets it
   REQUIRE(a.memory.read(a.at(source.data() + 2048), out));
   CHECK(out[0] == 0xEE);
   // A write drops the read-ahead too: the next read sees memory as it is.
@@ -81,8 +81,8 @@ TEST_CASE("process memory: unmapped memory fails a read, and a staged write to i
   CHECK_FALSE(a.memory.read(a.at(p), out));
   // Read-ahead that runs into the unmapped page still serves what lies before it.
   std::vector<std::uint8_t> tail(static_cast<std::size_t>(page));
-  void* two = ::mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+  void* two =
+      ::mmap(nullptr, static_cast<std::size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   REQUIRE(two != MAP_FAILED);
   auto* base = static_cast<std::uint8_t*>(two);
   ::munmap(base + page, static_cast<std::size_t>(page));

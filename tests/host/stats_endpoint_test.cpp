@@ -1,6 +1,8 @@
 // The pieces behind `softrdma stats` and SOFTRDMA_STATS_FILE that live in emulator/host/: the
 // runtime directory's choice and checks, the stats endpoint (answers, stale files, removal)
 // and the atomic file writer.
+#include "emulator/host/stats_endpoint.hpp"
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -19,7 +21,6 @@
 
 #include "emulator/host/atomic_file.hpp"
 #include "emulator/host/runtime_dir.hpp"
-#include "emulator/host/stats_endpoint.hpp"
 
 namespace {
 
@@ -95,7 +96,7 @@ TEST_CASE("runtime dir: absent is no error, created 0700, a file or a link is re
   const host::RuntimeDir made = host::create_runtime_dir();
   CHECK(made.exists);
   CHECK(made.error.empty());
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(dir.c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0700);
   CHECK(host::create_runtime_dir().exists);  // again: it is there already
@@ -125,11 +126,12 @@ TEST_CASE("stats endpoint: every connection gets a fresh answer, and closing rem
   TempDir t;
   std::atomic<int> asked{0};
   std::string error;
-  auto endpoint = host::StatsEndpoint::open(t.path, [&] { return "{\"n\":" + std::to_string(++asked) + "}"; }, error);
+  auto endpoint = host::StatsEndpoint::open(
+      t.path, [&] { return "{\"n\":" + std::to_string(++asked) + "}"; }, error);
   REQUIRE(endpoint);
   CHECK(error.empty());
   CHECK(endpoint->path() == t.path + "/" + std::to_string(::getpid()) + ".sock");
-  struct stat st{};
+  struct stat st {};
   REQUIRE(::stat(endpoint->path().c_str(), &st) == 0);
   CHECK(S_ISSOCK(st.st_mode));
   CHECK((st.st_mode & 0777) == 0600);
@@ -161,7 +163,9 @@ TEST_CASE("stats endpoint: a reader removing refused sockets never takes one bei
   int opened = 0;
   std::string error;
   for (int i = 0; i < 2000 && error.empty(); ++i) {
-    if (host::StatsEndpoint::open(t.path, [] { return std::string("{}"); }, error)) ++opened;
+    if (host::StatsEndpoint::open(
+            t.path, [] { return std::string("{}"); }, error))
+      ++opened;
   }
   done.store(true);
   reader.join();
@@ -200,7 +204,8 @@ TEST_CASE("stats endpoint: only PID.sock files are listed, in pid order", "[stat
 
 TEST_CASE("stats endpoint: a directory too deep for a Unix socket name is one clear error", "[stats]") {
   std::string error;
-  auto endpoint = host::StatsEndpoint::open("/tmp/" + std::string(120, 'd'), [] { return std::string("{}"); }, error);
+  auto endpoint = host::StatsEndpoint::open(
+      "/tmp/" + std::string(120, 'd'), [] { return std::string("{}"); }, error);
   CHECK_FALSE(endpoint);
   CHECK_THAT(error, Catch::Contains("longer than a Unix socket allows"));
 }

@@ -2,6 +2,8 @@
 // records come out as they went in, across many wraps; a full ring says so; a ring of nonsense
 // is refused, never read out of bounds; room slots are per QP. (The CQ rings are exercised
 // through the daemon in daemon_test.cpp.)
+#include "emulator/host/work_ring.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,8 +11,6 @@
 #include <cstring>
 #include <deque>
 #include <random>
-
-#include "emulator/host/work_ring.hpp"
 
 namespace {
 

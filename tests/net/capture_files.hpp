@@ -19,8 +19,8 @@ namespace test {
 // own file.
 inline std::string temp_capture_path(const char* name) {
   const char* dir = std::getenv("TMPDIR");
-  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/softrdma-" + name + "-" + std::to_string(::getpid()) +
-         ".pcap";
+  return std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/softrdma-" + name + "-" +
+         std::to_string(::getpid()) + ".pcap";
 }
 
 struct Frames {

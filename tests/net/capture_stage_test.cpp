@@ -1,6 +1,8 @@
 // The capture stage alone (emulator/net/capture_stage.hpp), without a host: the frame it
 // writes for a packet is the one the socket sends, byte for byte. In a host:
 // tests/host/capture_test.cpp.
+#include "emulator/net/capture_stage.hpp"
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "emulator/core/roce_headers.hpp"
-#include "emulator/net/capture_stage.hpp"
 #include "tests/net/capture_files.hpp"
 #include "wire/roce_frame.hpp"
 

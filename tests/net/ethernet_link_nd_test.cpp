@@ -1,14 +1,12 @@
 // EthernetLink serving an IPv6 address: neighbour discovery (RFC 4861) and RoCEv2 over IPv6.
 // ND frames are built here byte by byte, and their ICMPv6 checksums computed by this file's own
 // sum (not wire/inet_checksum.hpp), so a wrong checksum in the link cannot agree with itself.
-#include "emulator/net/ethernet_link.hpp"
-
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "emulator/net/ethernet_link.hpp"
 #include "emulator/net/roce_encapsulation.hpp"
 #include "emulator/net/udp_gid.hpp"
 #include "wire/udp.hpp"
@@ -22,8 +20,8 @@ using Bytes = std::vector<std::uint8_t>;
 const wire::MacAddress kOurMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
 const wire::MacAddress kPeerMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
 const wire::MacAddress kOtherMac{0x02, 0x00, 0x00, 0x00, 0x00, 0x03};
-const core::Gid kOurIp{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};   // fd77:1::1
-const core::Gid kPeerIp{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};  // fd77:1::2
+const core::Gid kOurIp{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};    // fd77:1::1
+const core::Gid kPeerIp{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};   // fd77:1::2
 const core::Gid kOtherIp{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};  // fd77:1::9
 const core::Gid kUnspecified{};
 // Solicited-node groups (ff02::1:ffXX:XXXX, RFC 4291 s2.7.1) and their MACs (33:33 + the
@@ -135,7 +133,8 @@ const Bytes kPayload(40, 0xab);
 TEST_CASE("a Neighbor Solicitation for our address gets exactly this advertisement (RFC 4861 s7.2.4)",
           "[ethernet_link]") {
   net::EthernetLink link(kOurMac, kOurIp);
-  CHECK_FALSE(link.receive(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, nd_message(kNs, 0, kOurIp, kPeerMac))));
+  CHECK_FALSE(
+      link.receive(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, nd_message(kNs, 0, kOurIp, kPeerMac))));
   const auto frames = link.take_frames();
   REQUIRE(frames.size() == 1);
   // To the solicitor's MAC and address, from ours, hop limit 255, 32 bytes of ICMPv6: NA with
@@ -202,13 +201,15 @@ TEST_CASE("ND that fails RFC 4861 s7.1's checks is malformed and unanswered", "[
   code[1] = 1;
   bad.push_back(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, code));
   bad.push_back(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, Bytes(ns.begin(), ns.begin() + 20)));  // < 24
-  bad.push_back(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, nd_message(kNs, 0, kAllNodes)));  // multicast target
+  bad.push_back(
+      icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, nd_message(kNs, 0, kAllNodes)));  // multicast target
   Bytes zero_option = ns;
   zero_option[25] = 0;  // the option's length
   bad.push_back(icmpv6_frame(kOurGroupMac, kPeerMac, kPeerIp, kOurGroup, zero_option));
   // DAD with a source link-layer address; an NA marked solicited sent to all nodes.
   bad.push_back(icmpv6_frame(kOurGroupMac, kPeerMac, kUnspecified, kOurGroup, ns));
-  bad.push_back(icmpv6_frame(kAllNodesMac, kPeerMac, kPeerIp, kAllNodes, nd_message(kNa, kSolicitedOverride, kPeerIp, kPeerMac)));
+  bad.push_back(
+      icmpv6_frame(kAllNodesMac, kPeerMac, kPeerIp, kAllNodes, nd_message(kNa, kSolicitedOverride, kPeerIp, kPeerMac)));
   Bytes short_ip = good;
   short_ip[19] = 200;  // an IPv6 payload length beyond the frame
   bad.push_back(short_ip);
@@ -226,8 +227,7 @@ TEST_CASE("a packet to an unknown IPv6 neighbour sends this solicitation to its 
   CHECK_FALSE(link.route(packet_to(kPeerIp, 1), 1000));
   const auto frames = link.take_frames();
   REQUIRE(frames.size() == 1);
-  CHECK(frames[0] ==
-        icmpv6_frame(kPeerGroupMac, kOurMac, kOurIp, kPeerGroup, nd_message(kNs, 0, kPeerIp, kOurMac)));
+  CHECK(frames[0] == icmpv6_frame(kPeerGroupMac, kOurMac, kOurIp, kPeerGroup, nd_message(kNs, 0, kPeerIp, kOurMac)));
   CHECK(link.next_deadline() == 1000 + net::EthernetLink::kResolveRetryNs);
   CHECK(link.counters().nd_solicitations_sent == 1);
   CHECK(link.counters().arp_requests_sent == 0);
@@ -240,9 +240,11 @@ TEST_CASE("an advertisement releases the packets held for its target, in order, 
   // An advertisement without a Target Link-Layer Address option teaches nothing (s7.2.5), nor
   // one for an address we never asked about.
   link.receive(icmpv6_frame(kOurMac, kPeerMac, kPeerIp, kOurIp, nd_message(kNa, kSolicitedOverride, kPeerIp)));
-  link.receive(icmpv6_frame(kOurMac, kOtherMac, kOtherIp, kOurIp, nd_message(kNa, kSolicitedOverride, kOtherIp, kOtherMac)));
+  link.receive(
+      icmpv6_frame(kOurMac, kOtherMac, kOtherIp, kOurIp, nd_message(kNa, kSolicitedOverride, kOtherIp, kOtherMac)));
   CHECK(link.take_released().empty());
-  link.receive(icmpv6_frame(kOurMac, kPeerMac, kPeerIp, kOurIp, nd_message(kNa, kSolicitedOverride, kPeerIp, kPeerMac)));
+  link.receive(
+      icmpv6_frame(kOurMac, kPeerMac, kPeerIp, kOurIp, nd_message(kNa, kSolicitedOverride, kPeerIp, kPeerMac)));
   const auto released = link.take_released();
   REQUIRE(released.size() == 3);
   for (std::uint8_t tag = 0; tag < 3; ++tag) {
@@ -256,7 +258,8 @@ TEST_CASE("an advertisement releases the packets held for its target, in order, 
   // nodes is heard too.
   link.receive(icmpv6_frame(kOurMac, kOtherMac, kPeerIp, kOurIp, nd_message(kNa, kSolicited, kPeerIp, kOtherMac)));
   CHECK(link.route(packet_to(kPeerIp, 0), 0) == kPeerMac);
-  link.receive(icmpv6_frame(kAllNodesMac, kOtherMac, kPeerIp, kAllNodes, nd_message(kNa, kOverride, kPeerIp, kOtherMac)));
+  link.receive(
+      icmpv6_frame(kAllNodesMac, kOtherMac, kPeerIp, kAllNodes, nd_message(kNa, kOverride, kPeerIp, kOtherMac)));
   CHECK(link.route(packet_to(kPeerIp, 0), 0) == kOtherMac);
   CHECK(link.counters().rx_malformed == 0);
 }
@@ -292,8 +295,7 @@ TEST_CASE("a RoCEv2-over-IPv6 frame for our MAC and address is handed on with bo
   CHECK(link.counters().rx_roce == 1);
 }
 
-TEST_CASE("an IPv6 link drops other addresses, zero UDP checksums, IPv4 and the kernel's own IPv6",
-          "[ethernet_link]") {
+TEST_CASE("an IPv6 link drops other addresses, zero UDP checksums, IPv4 and the kernel's own IPv6", "[ethernet_link]") {
   net::EthernetLink link(kOurMac, kOurIp);
   CHECK_FALSE(link.receive(roce_frame(kOurMac, kOtherIp, kPayload)));  // another IPv6 address
   CHECK_FALSE(link.receive(roce_frame(kPeerMac, kOurIp, kPayload)));   // another MAC
@@ -314,8 +316,8 @@ TEST_CASE("an IPv6 link drops other addresses, zero UDP checksums, IPv4 and the 
   const core::Gid link_local{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7};
   const core::Gid all_routers{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
   const core::Gid mld_routers{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16};
-  CHECK_FALSE(link.receive(icmpv6_frame({0x33, 0x33, 0, 0, 0, 2}, kPeerMac, link_local, all_routers,
-                                        Bytes{133, 0, 0, 0, 0, 0, 0, 0})));
+  CHECK_FALSE(link.receive(
+      icmpv6_frame({0x33, 0x33, 0, 0, 0, 2}, kPeerMac, link_local, all_routers, Bytes{133, 0, 0, 0, 0, 0, 0, 0})));
   CHECK_FALSE(link.receive(ipv6_frame({0x33, 0x33, 0, 0, 0, 0x16}, kPeerMac, link_local, mld_routers, 1, 0,
                                       Bytes{58, 0, 5, 2, 0, 0, 1, 0, 143, 0, 0, 0, 0, 0, 0, 0})));
   CHECK_FALSE(link.receive(icmpv6_frame(kOurMac, kPeerMac, kPeerIp, kOurIp, Bytes{128, 0, 0, 0, 0, 1, 0, 1})));
@@ -332,8 +334,7 @@ TEST_CASE("an IPv6 link drops other addresses, zero UDP checksums, IPv4 and the 
   CHECK(link.counters().rx_nd == 0);
 }
 
-TEST_CASE("RoCEv2 over IPv6 from a multicast source or :: is malformed (RFC 4291 s2.7, s2.5.2)",
-          "[ethernet_link]") {
+TEST_CASE("RoCEv2 over IPv6 from a multicast source or :: is malformed (RFC 4291 s2.7, s2.5.2)", "[ethernet_link]") {
   net::EthernetLink link(kOurMac, kOurIp);
   CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, kPayload, kAllNodes)));
   CHECK_FALSE(link.receive(roce_frame(kOurMac, kOurIp, kPayload, kUnspecified)));

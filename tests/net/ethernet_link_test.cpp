@@ -4,7 +4,6 @@
 #include "emulator/net/ethernet_link.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <vector>
 
@@ -24,8 +23,9 @@ const wire::MacAddress kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 const wire::Ipv4Address kOurIp{10, 77, 1, 1};
 const wire::Ipv4Address kPeerIp{10, 77, 1, 2};
 
-std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& dst_mac, const wire::MacAddress& sender_mac,
-                                    const wire::Ipv4Address& sender_ip, const wire::Ipv4Address& target_ip) {
+std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& dst_mac,
+                                    const wire::MacAddress& sender_mac, const wire::Ipv4Address& sender_ip,
+                                    const wire::Ipv4Address& target_ip) {
   std::vector<std::uint8_t> f(60);
   wire::EthernetRepr{dst_mac, sender_mac, -1}.emit(f.data(), wire::ethertype::arp);
   wire::ArpRepr{op, sender_mac, sender_ip, op == wire::Arp::reply ? kOurMac : wire::MacAddress{}, target_ip}.emit(
@@ -36,7 +36,8 @@ std::vector<std::uint8_t> arp_frame(std::uint16_t op, const wire::MacAddress& ds
 // A RoCEv2 frame from the peer to `dst_ip` carrying `payload` (its contents do not matter to
 // the link), with IPv4 ID `id`.
 std::vector<std::uint8_t> roce_frame(const wire::MacAddress& dst_mac, const wire::Ipv4Address& dst_ip, std::uint16_t id,
-                                     const std::vector<std::uint8_t>& payload, const wire::Ipv4Address& src_ip = kPeerIp,
+                                     const std::vector<std::uint8_t>& payload,
+                                     const wire::Ipv4Address& src_ip = kPeerIp,
                                      const wire::MacAddress& src_mac = kPeerMac) {
   const wire::EthernetRepr eth{dst_mac, src_mac, -1};
   core::Endpoints route;
@@ -101,7 +102,8 @@ TEST_CASE("frames for another MAC, IP or port, and other protocols, are counted 
   CHECK(link.counters().rx_roce == 0);
 }
 
-TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)", "[ethernet_link]") {
+TEST_CASE("truncated frames, bad IPv4 checksums and fragments are counted as malformed (RFC 791, annex A17.4.3)",
+          "[ethernet_link]") {
   net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   const std::vector<std::uint8_t> good = roce_frame(kOurMac, kOurIp, 0, kPayload);
   CHECK_FALSE(link.receive(std::span(good).first(10)));
@@ -203,7 +205,8 @@ TEST_CASE("packets to an unknown neighbour wait for its ARP reply and leave in o
   CHECK(link.counters().tx_held == 3);
 }
 
-TEST_CASE("an unanswered neighbour is asked kResolveTries times, then its packets are dropped and counted", "[ethernet_link]") {
+TEST_CASE("an unanswered neighbour is asked kResolveTries times, then its packets are dropped and counted",
+          "[ethernet_link]") {
   net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   core::TxPacket p = packet_to(kPeerIp, 7);
   std::uint64_t now = 0;
@@ -222,7 +225,8 @@ TEST_CASE("an unanswered neighbour is asked kResolveTries times, then its packet
   CHECK(link.take_frames().size() == 1);
 }
 
-TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are refused by an IPv4 link", "[ethernet_link]") {
+TEST_CASE("at most kHeldPerNeighbour packets wait, and packets to IPv6 GIDs are refused by an IPv4 link",
+          "[ethernet_link]") {
   net::EthernetLink link(kOurMac, net::gid_of(kOurIp));
   for (std::size_t i = 0; i < net::EthernetLink::kHeldPerNeighbour + 5; ++i) {
     core::TxPacket p = packet_to(kPeerIp, 0);

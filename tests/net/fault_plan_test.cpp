@@ -69,11 +69,34 @@ TEST_CASE("faults: the issue's example parses, both directions, and tx./rx. limi
 }
 
 TEST_CASE("faults: a bad item is one line naming it", "[faults]") {
-  for (const char* bad : {"loss", "loss=2", "loss=-1%", "loss=101%", "drop=1%", "delay=5", "delay=5parsecs",
-                          "reorder=1%:depth=0", "reorder=1%:depth=x", "loss=1%:depth=3", "seed=abc", "dup=1%%",
-                          "opcode=", "opcode=sned", "opcode=0x100", "opcode=send++ack", "qp=0x1000000", "qp=x",
-                          "drop=0", "drop=1+", "drop=2:x=1", "rnr=-1", "rnr=2:x", "tx.rnr=1", "linkdown=1",
-                          "linkdown=1s:for=0s", "linkdown=1s:during=2s", "tx.linkdown=1s"}) {
+  for (const char* bad : {"loss",
+                          "loss=2",
+                          "loss=-1%",
+                          "loss=101%",
+                          "drop=1%",
+                          "delay=5",
+                          "delay=5parsecs",
+                          "reorder=1%:depth=0",
+                          "reorder=1%:depth=x",
+                          "loss=1%:depth=3",
+                          "seed=abc",
+                          "dup=1%%",
+                          "opcode=",
+                          "opcode=sned",
+                          "opcode=0x100",
+                          "opcode=send++ack",
+                          "qp=0x1000000",
+                          "qp=x",
+                          "drop=0",
+                          "drop=1+",
+                          "drop=2:x=1",
+                          "rnr=-1",
+                          "rnr=2:x",
+                          "tx.rnr=1",
+                          "linkdown=1",
+                          "linkdown=1s:for=0s",
+                          "linkdown=1s:during=2s",
+                          "tx.linkdown=1s"}) {
     const auto p = parse_faults(bad);
     INFO(bad);
     CHECK_FALSE(p.plan);
@@ -193,7 +216,8 @@ TEST_CASE("faults: a line loses, duplicates, corrupts one bit, delays and reorde
 }
 
 TEST_CASE("faults: filters, scripted drops, forced RNR and link down parse", "[faults]") {
-  const auto p = parse_faults("rx.opcode=send+RC_RDMA_READ_REQUEST+0x11,tx.qp=0x12+19,drop=5+2,rnr=3,linkdown=100ms:for=2s,seed=4");
+  const auto p = parse_faults(
+      "rx.opcode=send+RC_RDMA_READ_REQUEST+0x11,tx.qp=0x12+19,drop=5+2,rnr=3,linkdown=100ms:for=2s,seed=4");
   INFO(p.error);
   REQUIRE(p.plan);
   CHECK(p.plan->tx.drop_nth == std::vector<std::uint64_t>{2, 5});
@@ -209,11 +233,11 @@ TEST_CASE("faults: filters, scripted drops, forced RNR and link down parse", "[f
 
   const auto opcode_byte = [](std::uint8_t op) { return bth_packet(0, op, 0).bytes; };
   const softrdma::net::FaultFilter& rx = p.plan->rx.filter;
-  CHECK(rx.matches(opcode_byte(0x00)));   // RC_SEND_FIRST: family "send"
-  CHECK(rx.matches(opcode_byte(0x64)));   // UD_SEND_ONLY: every transport's sends
-  CHECK(rx.matches(opcode_byte(0x0C)));   // by name
-  CHECK(rx.matches(opcode_byte(0x11)));   // by byte
-  CHECK_FALSE(rx.matches(opcode_byte(0x0A)));  // RC_RDMA_WRITE_ONLY
+  CHECK(rx.matches(opcode_byte(0x00)));                      // RC_SEND_FIRST: family "send"
+  CHECK(rx.matches(opcode_byte(0x64)));                      // UD_SEND_ONLY: every transport's sends
+  CHECK(rx.matches(opcode_byte(0x0C)));                      // by name
+  CHECK(rx.matches(opcode_byte(0x11)));                      // by byte
+  CHECK_FALSE(rx.matches(opcode_byte(0x0A)));                // RC_RDMA_WRITE_ONLY
   CHECK_FALSE(rx.matches(std::vector<std::uint8_t>(4, 0)));  // no BTH
   const softrdma::net::FaultFilter& tx = p.plan->tx.filter;
   CHECK(tx.matches(bth_packet(0, 0x0A, 0x12).bytes));

@@ -1,6 +1,8 @@
 // The udp backend alone: bursts between two sockets, the addresses and ports a packet
 // arrives with, packets it cannot route, and the datagrams of the multicast groups it joins
 // (udp_groups.hpp), on loopback addresses 127.83.3x.y and 127.77.40.x.
+#include "emulator/net/udp_backend.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "emulator/core/roce_headers.hpp"
-#include "emulator/net/udp_backend.hpp"
 #include "emulator/net/udp_gid.hpp"
 #include "tests/net/eventually.hpp"
 #include "wire/ib_packet.hpp"
@@ -50,10 +51,13 @@ core::TxPacket packet(const net::UdpBackend& from, const net::UdpBackend& to, st
 std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> receive(net::UdpBackend& b, std::size_t n,
                                                                           std::chrono::milliseconds limit = 10s) {
   std::vector<std::pair<core::RxPacket, std::vector<std::uint8_t>>> got;
-  eventually([&] {
-    for (const core::RxPacket& p : b.receive()) got.emplace_back(p, std::vector<std::uint8_t>(p.bytes.begin(), p.bytes.end()));
-    return got.size() >= n;
-  }, limit);
+  eventually(
+      [&] {
+        for (const core::RxPacket& p : b.receive())
+          got.emplace_back(p, std::vector<std::uint8_t>(p.bytes.begin(), p.bytes.end()));
+        return got.size() >= n;
+      },
+      limit);
   return got;
 }
 
@@ -114,7 +118,8 @@ TEST_CASE("a destination of the other address family is counted, not sent", "[ud
 }
 
 // A RoCE packet as the engine hands it over: BTH, payload, ICRC for IPv4 ID 0.
-core::TxPacket roce_packet(const net::UdpBackend& from, const net::UdpBackend& to, std::uint32_t psn, std::size_t payload) {
+core::TxPacket roce_packet(const net::UdpBackend& from, const net::UdpBackend& to, std::uint32_t psn,
+                           std::size_t payload) {
   core::TxPacket p = packet(from, to, 0, 0);
   wire::IbRepr h;
   h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::write_middle);
@@ -151,13 +156,14 @@ TEST_CASE("equal packets to one address leave as one GSO datagram, numbered, and
     CHECK(p.route.ipv4_id == id);
     core::Endpoints as_sent = p.route;
     as_sent.ipv4_id = id;
-    CHECK(stored_icrc(p.bytes) == core::icrc_between(as_sent, std::span(p.bytes).first(p.bytes.size() - wire::kIcrcLength)));
+    CHECK(stored_icrc(p.bytes) ==
+          core::icrc_between(as_sent, std::span(p.bytes).first(p.bytes.size() - wire::kIcrcLength)));
   }
   const auto got = receive(*b, 12);
   REQUIRE(got.size() == 12);
   for (std::size_t k = 0; k < 12; ++k) {
     INFO("packet " << k);
-    CHECK(got[k].second == burst[k].bytes);  // in order, intact, cut where they were joined
+    CHECK(got[k].second == burst[k].bytes);                 // in order, intact, cut where they were joined
     CHECK(got[k].first.ipv4_id == burst[k].route.ipv4_id);  // the receiver's guess is the sender's ID
   }
   CHECK(b->counters().rx_gro_datagrams == 1);  // loopback never segments: the datagram came whole
@@ -169,8 +175,9 @@ TEST_CASE("equal packets to one address leave as one GSO datagram, numbered, and
   REQUIRE(a->send(again) == 3);
   for (std::uint16_t k = 0; k < 3; ++k) {
     CHECK(again[k].route.ipv4_id == k);
-    CHECK(stored_icrc(again[k].bytes) ==
-          core::icrc_between(again[k].route, std::span(again[k].bytes).first(again[k].bytes.size() - wire::kIcrcLength)));
+    CHECK(
+        stored_icrc(again[k].bytes) ==
+        core::icrc_between(again[k].route, std::span(again[k].bytes).first(again[k].bytes.size() - wire::kIcrcLength)));
   }
 }
 
@@ -224,7 +231,7 @@ TEST_CASE("udp backend: a joined group's datagrams arrive with the group as thei
   auto b = open_backend("127.77.40.12");
   const core::Gid group = gid("239.77.40.11");
   CHECK(b->joins_groups());
-  CHECK(b->group_fd() == -1);  // nothing to wait on before a join
+  CHECK(b->group_fd() == -1);                                   // nothing to wait on before a join
   CHECK(b->join_group(gid("ff0e::77:40:11")) == EAFNOSUPPORT);  // an IPv4 socket hears no IPv6 group
   REQUIRE(b->join_group(group) == 0);
   CHECK(b->join_group(group) == 0);  // joined already

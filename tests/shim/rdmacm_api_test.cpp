@@ -9,8 +9,12 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <infiniband/ib.h>
 #include <netdb.h>
 #include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,11 +26,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-
-#include <infiniband/ib.h>
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
-#include <rdma/rsocket.h>
 
 namespace {
 

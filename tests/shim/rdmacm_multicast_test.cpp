@@ -4,6 +4,7 @@
 // datagrams to the group (the kernel loops them back to the group's socket) until it leaves.
 // The device takes the first free 127.0.0.N; the groups are 239.77.40.5x.
 #include <arpa/inet.h>
+#include <rdma/rdma_cma.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
@@ -13,8 +14,6 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-
-#include <rdma/rdma_cma.h>
 
 namespace {
 

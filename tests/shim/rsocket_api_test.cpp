@@ -7,9 +7,13 @@
 // rsocket_pairs_test.py's.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
 #include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -24,11 +28,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
-#include <rdma/rsocket.h>
 
 #include "verbs-shim/rdmacm/rsocket_wire.hpp"
 
@@ -157,12 +156,16 @@ std::vector<std::uint8_t> transfer(int from, int to, const std::vector<std::uint
   while (received < data.size() && std::chrono::steady_clock::now() < deadline) {
     if (sent < data.size()) {
       const ssize_t n = rsend(from, data.data() + sent, data.size() - sent, 0);
-      if (n > 0) sent += static_cast<std::size_t>(n);
-      else REQUIRE((errno == EAGAIN || errno == EWOULDBLOCK));
+      if (n > 0)
+        sent += static_cast<std::size_t>(n);
+      else
+        REQUIRE((errno == EAGAIN || errno == EWOULDBLOCK));
     }
     const ssize_t n = rrecv(to, got.data() + received, got.size() - received, 0);
-    if (n > 0) received += static_cast<std::size_t>(n);
-    else REQUIRE((n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)));
+    if (n > 0)
+      received += static_cast<std::size_t>(n);
+    else
+      REQUIRE((n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)));
   }
   REQUIRE(received == data.size());
   return got;
@@ -315,8 +318,8 @@ TEST_CASE("a connection in one process: data both ways, rpoll, rselect, MSG_PEEK
   CHECK(error_of([&] { return rsetsockopt(p.client, SOL_RDMA, RDMA_INLINE, &v, sizeof v); }) == EINVAL);
 
   SECTION("sizes from one byte to 3 MiB, beyond the 128 KiB buffers, both ways") {
-    for (const std::size_t n : {std::size_t{1}, std::size_t{64}, std::size_t{65}, std::size_t{4096},
-                                std::size_t{70000}, std::size_t{3u << 20}}) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{64}, std::size_t{65}, std::size_t{4096}, std::size_t{70000},
+                                std::size_t{3u << 20}}) {
       CAPTURE(n);
       const auto there = pattern(n, 1);
       CHECK(transfer(p.client, p.server, there) == there);

@@ -112,8 +112,8 @@ TEST_CASE("SOFTRDMA_IP: unset, IPv4, IPv6, and each way to get it wrong", "[shim
   CHECK(from_env("10.9.8.7").address == IpAddress::v4(10, 9, 8, 7));
   CHECK(from_env("::ffff:10.9.8.7").address == IpAddress::v4(10, 9, 8, 7));
   CHECK(from_env("fd53:7264:6d61::1").address == ip("fd53:7264:6d61::1"));
-  for (const char* bad : {"10.9.8", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::", "ff02::1", "fe80::1",
-                          "fe80::1%lo", "localhost", "::ffff:224.0.0.1"}) {
+  for (const char* bad : {"10.9.8", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::", "ff02::1", "fe80::1", "fe80::1%lo",
+                          "localhost", "::ffff:224.0.0.1"}) {
     CAPTURE(bad);
     AddressChoice c = from_env(bad);
     CHECK_FALSE(c.address);
@@ -131,8 +131,8 @@ TEST_CASE("SOFTRDMA_NETDEV: the interface's first IPv4 address, else its first g
   CHECK(from_env(nullptr, "lo").address == IpAddress::v4(127, 0, 0, 1));
   CHECK(from_env(nullptr, "eth0").address == IpAddress::v4(10, 0, 0, 5));
   CHECK(from_env(nullptr, "v4second").address == IpAddress::v4(10, 1, 1, 9));  // IPv4 first, wherever listed
-  CHECK(from_env(nullptr, "v6only").address == ip("fd53:7264:6d61::7"));      // not the link-local one
-  CHECK(from_env("", "v6only").address == ip("fd53:7264:6d61::7"));           // an empty SOFTRDMA_IP is unset
+  CHECK(from_env(nullptr, "v6only").address == ip("fd53:7264:6d61::7"));       // not the link-local one
+  CHECK(from_env("", "v6only").address == ip("fd53:7264:6d61::7"));            // an empty SOFTRDMA_IP is unset
 
   CHECK(from_env(nullptr, "eth9").error == "SOFTRDMA_NETDEV='eth9': no such network interface");
   for (const char* no_address : {"bare", "linklocal", "lo6"}) {

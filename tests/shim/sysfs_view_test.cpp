@@ -1,6 +1,8 @@
 // The sysfs view of `softrdma run`: the path mapping of libsoftrdma_sysfs.so (its source is
 // compiled into this executable, so sanitizer builds check it), srdma0's files and their
 // agreement with the verbs, and the tree softrdma run writes.
+#include "tools/softrdma/sysfs_view.hpp"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,7 +19,6 @@
 #include <vector>
 
 #include "tools/softrdma/sysfs_tree.hpp"
-#include "tools/softrdma/sysfs_view.hpp"
 #include "verbs-shim/attributes.hpp"
 #include "verbs-shim/sysfs_files.hpp"
 #include "verbs-shim/sysfs_view/view_path.h"

@@ -2,6 +2,8 @@
 // it: this executable links softrdma's libibverbs.so.1 (ctest runs it with SOFTRDMA_IP
 // unset, so the device takes the first free 127.0.0.N), and the inline wrappers of verbs.h
 // run for real.
+#include "verbs-shim/verbs_api.hpp"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -17,7 +19,6 @@
 #include <string>
 
 #include "verbs-shim/identity.hpp"
-#include "verbs-shim/verbs_api.hpp"
 
 namespace {
 
@@ -179,7 +180,8 @@ TEST_CASE("query_device and query_device_ex report the engine's limits", "[shim]
   unsigned char buf[sizeof(ibv_device_attr_ex) + 8];
   std::memset(buf, 0xab, sizeof buf);
   const std::size_t shorter = offsetof(ibv_device_attr_ex, phys_port_cnt_ex);
-  REQUIRE(verbs_get_ctx(d.ctx)->query_device_ex(d.ctx, nullptr, reinterpret_cast<ibv_device_attr_ex*>(buf), shorter) == 0);
+  REQUIRE(verbs_get_ctx(d.ctx)->query_device_ex(d.ctx, nullptr, reinterpret_cast<ibv_device_attr_ex*>(buf), shorter) ==
+          0);
   CHECK(buf[shorter] == 0xab);
   CHECK(verbs_get_ctx(d.ctx)->query_device_ex(d.ctx, nullptr, reinterpret_cast<ibv_device_attr_ex*>(buf), 8) == EINVAL);
 }
@@ -231,7 +233,7 @@ TEST_CASE("GID table: index 0 is the RoCEv2 GID of the bound 127.0.0.N", "[shim]
   CHECK(e.port_num == 1);
   auto lo = softrdma::shim::find_interface(softrdma::shim::kDefaultAddress);
   CHECK(e.ndev_ifindex == static_cast<std::uint32_t>(lo ? lo->index : 0));  // lo, normally
-  CHECK(ibv_query_gid_ex(d.ctx, 1, 1, &e, 0) == ENODATA);  // test_query_gid_ex_bad_flow
+  CHECK(ibv_query_gid_ex(d.ctx, 1, 1, &e, 0) == ENODATA);                   // test_query_gid_ex_bad_flow
   CHECK(ibv_query_gid_ex(d.ctx, 1, 0, &e, 1) == EINVAL);
   CHECK(ibv_query_gid_ex(d.ctx, 1, 16, &e, 0) == EINVAL);
 
@@ -328,8 +330,7 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   CHECK(ibv_dealloc_pd(pd) == 0);
 }
 
-TEST_CASE("ibv_attach_mcast and ibv_detach_mcast: UD QPs and multicast GIDs, errno values as the kernel's",
-          "[shim]") {
+TEST_CASE("ibv_attach_mcast and ibv_detach_mcast: UD QPs and multicast GIDs, errno values as the kernel's", "[shim]") {
   Device d;
   ibv_pd* pd = ibv_alloc_pd(d.ctx);
   ibv_cq* cq = ibv_create_cq(d.ctx, 4, nullptr, nullptr, 0);
@@ -373,7 +374,8 @@ TEST_CASE("compat versions exist and fail cleanly", "[shim]") {
   CHECK(reinterpret_cast<Fn>(v10)(&n) == nullptr);
   CHECK(errno == EOPNOTSUPP);
   // Provider registration at load time must be harmless.
-  auto reg = reinterpret_cast<void (*)(const void*)>(dlvsym(RTLD_DEFAULT, "verbs_register_driver_34", "IBVERBS_PRIVATE_34"));
+  auto reg =
+      reinterpret_cast<void (*)(const void*)>(dlvsym(RTLD_DEFAULT, "verbs_register_driver_34", "IBVERBS_PRIVATE_34"));
   REQUIRE(reg != nullptr);
   reg(nullptr);
   CHECK(dlvsym(RTLD_DEFAULT, "verbs_allow_disassociate_destroy", "IBVERBS_PRIVATE_34") != nullptr);

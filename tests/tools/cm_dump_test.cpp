@@ -81,7 +81,8 @@ TEST_CASE("dump: rxe-rping's five CM MADs are named and judged sound", "[tools][
   REQUIRE(cm_lines.size() == 5);
   CHECK(cm_lines[0].find("qkey=0x80010000 sqp=0x000001 len=256 cm=REQ method=Send tid=0x000000022a462bca "
                          "lcid=0xca2b462a svc=0x0000000001061c06 svc_ps=TCP svc_port=7174 cm_qpn=0x00001c "
-                         "cm_psn=0x5813ab ipcm_src=10.99.0.3:52554 ipcm_dst=10.99.0.2:7174 icrc=ok") != std::string::npos);
+                         "cm_psn=0x5813ab ipcm_src=10.99.0.3:52554 ipcm_dst=10.99.0.2:7174 icrc=ok") !=
+        std::string::npos);
   CHECK(cm_lines[1].find(" cm=REP method=Send tid=0x000000022a462bca lcid=0x0740e515 rcid=0xca2b462a "
                          "cm_qpn=0x00001e cm_psn=0xbeefdf icrc=ok") != std::string::npos);
   CHECK(cm_lines[2].find(" cm=RTU method=Send tid=0x000000022a462bca lcid=0xca2b462a rcid=0x0740e515 icrc=ok") !=
@@ -124,8 +125,8 @@ TEST_CASE("dump --check: a GMP the receiver would drop is malformed, with its er
   CHECK(judge(lap).kind == FrameKind::roce);
   CHECK(describe(lap).find(" len=256 cm=LAP method=Send tid=0x000000022a462bca icrc=ok") != std::string::npos);
   const Bytes other_service = rebuilt(req, [](Bytes& m, IbRepr&) {
-    m[kData + 12] = 0x02;     // service ID 0x0000000002061c06
-    m[kData + 141] = 0x50;    // and a private data that is no IP CM header
+    m[kData + 12] = 0x02;   // service ID 0x0000000002061c06
+    m[kData + 141] = 0x50;  // and a private data that is no IP CM header
   });
   CHECK(judge(other_service).kind == FrameKind::roce);
   const std::string other_text = describe(other_service);
@@ -160,9 +161,9 @@ TEST_CASE("dump: REJ, MRA and SIDR messages show their own fields", "[tools][dum
                                "rejected=REP reason=28 reason_name=CONSUMER_REJECT icrc=ok") != std::string::npos);
   rej.reason = 99;  // not in table 103: the number alone
   CHECK(describe(as(rej)).find(" rejected=REP reason=99 icrc=ok") != std::string::npos);
-  CHECK(describe(as(wire::CmMra{0x11, 0x22, 2, 17, {}})).find(" cm=MRA method=Send tid=0x0000000000000007 lcid=0x00000011 "
-                                                              "rcid=0x00000022 mraed=LAP service_timeout=17 icrc=ok") !=
-        std::string::npos);
+  CHECK(describe(as(wire::CmMra{0x11, 0x22, 2, 17, {}}))
+            .find(" cm=MRA method=Send tid=0x0000000000000007 lcid=0x00000011 "
+                  "rcid=0x00000022 mraed=LAP service_timeout=17 icrc=ok") != std::string::npos);
   CHECK(describe(as(wire::CmSidrReq{0x33, 0xFFFF, wire::ip_cm_service_id(0x11, 4791), {}}))
             .find(" cm=SIDR_REQ method=Send tid=0x0000000000000007 request_id=0x00000033 svc=0x00000000011112b7 "
                   "svc_ps=UDP svc_port=4791 icrc=ok") != std::string::npos);

@@ -53,7 +53,8 @@ Followed follow(const std::string& path, std::uint32_t qpn) {
   INFO(path << ": " << error);
   REQUIRE(reader);
   while (const auto p = reader->next())
-    if (softrdma::dump::judge_roce(*p).kind == softrdma::dump::FrameKind::roce) frames.emplace_back(p->data.begin(), p->data.end());
+    if (softrdma::dump::judge_roce(*p).kind == softrdma::dump::FrameKind::roce)
+      frames.emplace_back(p->data.begin(), p->data.end());
   softrdma::dump::ConversationFinder finder(qpn);
   for (const auto& b : frames) finder.add(*wire::RoceFrame::check(b));
   const auto found = finder.result(std::nullopt);
@@ -91,7 +92,8 @@ RcOptions slow_timer() {
   return o;
 }
 
-TEST_CASE("follow: under tx loss, the sender's capture shows its retransmissions, gaps and NAKs exactly", "[host][follow]") {
+TEST_CASE("follow: under tx loss, the sender's capture shows its retransmissions, gaps and NAKs exactly",
+          "[host][follow]") {
   const std::string path = temp_capture_path("follow-loss");
   Node a(capturing("127.83.90.1", path, "tx.loss=4%,seed=21")), b("127.83.90.2");
   RcPair p(a, b, slow_timer());
@@ -121,7 +123,8 @@ TEST_CASE("follow: under tx loss, the sender's capture shows its retransmissions
   std::remove(path.c_str());
 }
 
-TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and nothing a retransmission", "[host][follow]") {
+TEST_CASE("follow: under tx duplication, every copy is flagged a duplicate and nothing a retransmission",
+          "[host][follow]") {
   const std::string path = temp_capture_path("follow-dup");
   Node a(capturing("127.83.91.1", path, "tx.dup=5%,seed=22")), b("127.83.91.2");
   RcPair p(a, b, slow_timer());
@@ -147,7 +150,8 @@ TEST_CASE("follow: forced RNR NAKs are flagged with their kind, and the SENDs re
   RcPair p(a, b, slow_timer());
   for (int i = 0; i < 5; ++i) {
     b.post_recv(p.qb, static_cast<std::uint64_t>(i), static_cast<std::size_t>(i) * 64, 64);
-    a.post_send(p.qa, make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(static_cast<std::size_t>(i) * 64, 64)}));
+    a.post_send(p.qa,
+                make_wr(WrOpcode::send, static_cast<std::uint64_t>(i), {a.sge(static_cast<std::size_t>(i) * 64, 64)}));
     CHECK(a.wait(a.send_cq, 1).at(0).status == WcStatus::success);
   }
   a.host->stop();
@@ -163,7 +167,8 @@ TEST_CASE("follow: forced RNR NAKs are flagged with their kind, and the SENDs re
   std::remove(path.c_str());
 }
 
-TEST_CASE("follow: under rx loss, READ responses missing from the requester's capture are READ gaps", "[host][follow]") {
+TEST_CASE("follow: under rx loss, READ responses missing from the requester's capture are READ gaps",
+          "[host][follow]") {
   const std::string path = temp_capture_path("follow-read");
   Node a(capturing("127.83.92.1", path, "rx.loss=3%,seed=23")), b("127.83.92.2");
   RcPair p(a, b, slow_timer());

@@ -1,6 +1,8 @@
 // `softrdma dump --follow`'s analysis (tools/softrdma/follow.hpp) fed hand-built packet
 // sequences, one flag at a time; the conversation finder on hand-built frames; and the clean
 // rxe capture, where nothing may be flagged.
+#include "tools/softrdma/follow.hpp"
+
 #include <array>
 #include <catch2/catch.hpp>
 #include <string>
@@ -9,7 +11,6 @@
 
 #include "emulator/net/pcap_file.hpp"
 #include "tools/softrdma/conversation.hpp"
-#include "tools/softrdma/follow.hpp"
 #include "tools/softrdma/frame_judge.hpp"
 
 namespace {
@@ -35,7 +36,9 @@ wire::IbRepr packet(Transport t, Operation op, std::uint32_t psn, std::size_t pa
   r.payload = std::span(kZeros).first(payload);
   return r;
 }
-wire::IbRepr rc(Operation op, std::uint32_t psn, std::size_t payload = 0) { return packet(Transport::rc, op, psn, payload); }
+wire::IbRepr rc(Operation op, std::uint32_t psn, std::size_t payload = 0) {
+  return packet(Transport::rc, op, psn, payload);
+}
 wire::IbRepr read_request(std::uint32_t psn, std::uint32_t length) {
   wire::IbRepr r = rc(Operation::read_request, psn);
   r.dma_length = length;
@@ -101,7 +104,8 @@ TEST_CASE("follow: a gap says how many PSNs are missing, they come late, and the
   CHECK(f.summary(kIn).nak_count(NakKind::psn_sequence_error) == 1);
 }
 
-TEST_CASE("follow: the same packet twice in a row is a duplicate, once the peer answered a retransmission", "[follow]") {
+TEST_CASE("follow: the same packet twice in a row is a duplicate, once the peer answered a retransmission",
+          "[follow]") {
   Follower f;
   CHECK(clean(feed(f, kOut, rc(Operation::send_only, 7, 40))));
   const PacketFlags copy = feed(f, kOut, rc(Operation::send_only, 7, 40));
@@ -278,7 +282,8 @@ TEST_CASE("follow: an RC QP's peer is the QP its address answers, and several pe
   CHECK(std::get<std::string>(cap.find(0x77)) == "no RoCE packet to or from QP 0x000077");
 }
 
-TEST_CASE("follow: of several QPs between two addresses, the peer is the one whose ACKs carry the request PSNs", "[follow]") {
+TEST_CASE("follow: of several QPs between two addresses, the peer is the one whose ACKs carry the request PSNs",
+          "[follow]") {
   Capture cap;
   cap.add(1, 2, to_qp(0x20, rc(Operation::send_only, 100, 4)));
   cap.add(1, 2, to_qp(0x21, rc(Operation::send_only, 500, 4)));
@@ -335,12 +340,14 @@ TEST_CASE("follow: a clean rxe run of every RDMA operation has no flag at all", 
     REQUIRE(r);
     std::vector<std::vector<std::uint8_t>> out;
     while (auto p = r->next())
-      if (softrdma::dump::judge_roce(*p).kind == softrdma::dump::FrameKind::roce) out.emplace_back(p->data.begin(), p->data.end());
+      if (softrdma::dump::judge_roce(*p).kind == softrdma::dump::FrameKind::roce)
+        out.emplace_back(p->data.begin(), p->data.end());
     return out;
   };
   const auto frames = read_roce();
   // RC QP 0x1d (SEND, WRITE, READ, atomics from 0x1b) and the UD QP 1 of each side (CM).
-  for (const auto& [qpn, packets] : std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0x1d, 23}, {0x1b, 23}, {1, 5}}) {
+  for (const auto& [qpn, packets] :
+       std::vector<std::pair<std::uint32_t, std::uint64_t>>{{0x1d, 23}, {0x1b, 23}, {1, 5}}) {
     INFO("QP " << qpn);
     ConversationFinder finder(qpn);
     for (const auto& b : frames) finder.add(*wire::RoceFrame::check(b));

@@ -149,7 +149,8 @@ TEST_CASE("stats table: header, counter groups wrapped, QP rows with the counter
 
   // The QP table: the traffic counters always, rcvd_rnr_err because one QP has some, and no
   // column that is 0 for every QP.
-  const auto header = std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("  QPN", 0) == 0; });
+  const auto header =
+      std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("  QPN", 0) == 0; });
   REQUIRE(header != lines.end());
   CHECK(*header == "  QPN       TYPE  STATE  DEST_QPN  sent_pkts  sent_bytes  rcvd_pkts  rcvd_bytes  rcvd_rnr_err");
   REQUIRE(header + 2 < lines.end());

@@ -3,13 +3,14 @@
 // golden bytes for the messages no capture holds (MRA, SIDR_REQ, SIDR_REP; the tshark here
 // does not dissect them); every refusal with its named error; and each of the nine messages
 // built in code, round-tripped.
+#include "wire/cm_mad.hpp"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/wire/data_frames.hpp"
-#include "wire/cm_mad.hpp"
 #include "wire/ipv6.hpp"
 #include "wire/roce_frame.hpp"
 
@@ -68,10 +69,33 @@ Error error_of(std::span<const std::uint8_t> bytes) {
 // given bytes placed at offsets of the MAD data.
 Mad256 golden(std::uint16_t attr, std::initializer_list<std::pair<std::size_t, std::vector<std::uint8_t>>> data) {
   Mad256 m{};
-  const std::uint8_t header[24] = {1, 7, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x42,
-                                   static_cast<std::uint8_t>(attr >> 8), static_cast<std::uint8_t>(attr), 0, 0, 0, 0, 0, 0};
+  const std::uint8_t header[24] = {1,
+                                   7,
+                                   2,
+                                   3,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0x42,
+                                   static_cast<std::uint8_t>(attr >> 8),
+                                   static_cast<std::uint8_t>(attr),
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0,
+                                   0};
   std::copy(std::begin(header), std::end(header), m.begin());
-  for (const auto& [offset, bytes] : data) std::copy(bytes.begin(), bytes.end(), m.begin() + 24 + static_cast<std::ptrdiff_t>(offset));
+  for (const auto& [offset, bytes] : data)
+    std::copy(bytes.begin(), bytes.end(), m.begin() + 24 + static_cast<std::ptrdiff_t>(offset));
   return m;
 }
 
@@ -344,8 +368,8 @@ TEST_CASE("each of the nine CM messages built in code round-trips through emit a
   req.alternate.packet_rate = 1;
   req.private_data = counting<92>(7);
 
-  CmRep rep{0xA1A2A3A4, 0xB1B2B3B4, 0xC1C2C3C4, 0xFFFFFF, 0xFFFFFE, 0xFFFFFD, 0xF1, 0xF2, 31, 3, true, 7, true,
-            0x0102030405060708, counting<196>(3)};
+  CmRep rep{0xA1A2A3A4, 0xB1B2B3B4, 0xC1C2C3C4, 0xFFFFFF, 0xFFFFFE,           0xFFFFFD,        0xF1, 0xF2, 31,
+            3,          true,       7,          true,     0x0102030405060708, counting<196>(3)};
   const std::vector<CmMessage> all{
       req,
       CmMra{1, 2, 2, 31, counting<222>(5)},
@@ -422,7 +446,7 @@ TEST_CASE("refused CM MADs: each with its named error", "[wire][cm][errors]") {
   CHECK(error_of(with(2, 1)) == Error::bad_version);           // CM class version
   CHECK(error_of(with(1, 0x03)) == Error::unsupported_class);  // Subnet Administration
   CHECK(error_of(with(1, 0x01)) == Error::unsupported_class);  // Subnet Management
-  for (int attr : {0x01, 0x19, 0x1A, 0x0F, 0x1B, 0xFF}) {  // ClassPortInfo, LAP, APR, undefined
+  for (int attr : {0x01, 0x19, 0x1A, 0x0F, 0x1B, 0xFF}) {      // ClassPortInfo, LAP, APR, undefined
     INFO("attribute " << attr);
     CHECK(error_of(with(17, static_cast<std::uint8_t>(attr))) == Error::unsupported_attribute);
   }

@@ -2,7 +2,6 @@
 // bit-at-a-time reference that shares no code or tables with them. ctest runs these cases
 // again with SOFTRDMA_CRC=avx2, =sse and =portable, which this binary applies as the programs do.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstdlib>
 #include <random>

@@ -1,7 +1,6 @@
 #include "wire/icmpv6.hpp"
 
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 using namespace wire;
@@ -13,8 +12,8 @@ constexpr Ipv6Address kA{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
 constexpr Ipv6Address kB{0xfd, 0x77, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
 
 // An IPv6 packet around `message` (hop limit 255, next header 58).
-std::vector<std::uint8_t> packet(const Ipv6Address& src, const Ipv6Address& dst, const std::vector<std::uint8_t>& message,
-                                 std::uint8_t hop_limit = 255) {
+std::vector<std::uint8_t> packet(const Ipv6Address& src, const Ipv6Address& dst,
+                                 const std::vector<std::uint8_t>& message, std::uint8_t hop_limit = 255) {
   std::vector<std::uint8_t> p(Ipv6::length + message.size());
   Ipv6Repr ip;
   ip.src = src;
@@ -40,8 +39,7 @@ TEST_CASE("solicited-node groups and their MACs follow RFC 4291 s2.7.1 and RFC 2
   STATIC_REQUIRE(is_unspecified(Ipv6Address{}));
 }
 
-TEST_CASE("a Neighbor Advertisement round-trips with its flags, target and option (RFC 4861 s4.4)",
-          "[wire][icmpv6]") {
+TEST_CASE("a Neighbor Advertisement round-trips with its flags, target and option (RFC 4861 s4.4)", "[wire][icmpv6]") {
   NdRepr na;
   na.type = icmpv6_type::neighbor_advertisement;
   na.solicited = true;

@@ -1,13 +1,14 @@
 // Solving for the IPv4 Identification from the ICRC (wire/icrc_ipv4_id.hpp): on Linux rxe's
 // packets with their ID forgotten, on built frames of every length class with random IDs,
 // and against corrupted packets, which must not be explained by an ID.
+#include "wire/icrc_ipv4_id.hpp"
+
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tests/wire/data_frames.hpp"
-#include "wire/icrc_ipv4_id.hpp"
 #include "wire/inet_checksum.hpp"
 #include "wire/ipv4.hpp"
 
@@ -141,8 +142,8 @@ TEST_CASE("the ICRC shift of an ID change: rxe's ICRCs from ours computed with I
     const auto as_sent = RoceFrame::check(bytes);
     REQUIRE(as_sent.ok());
     const std::uint32_t rxe_icrc = as_sent->ib().icrc();
-    const std::size_t trailing = kIpv4BytesAfterIdentification + as_sent->udp_header().size() +
-                                 as_sent->ib().covered().size();
+    const std::size_t trailing =
+        kIpv4BytesAfterIdentification + as_sent->udp_header().size() + as_sent->ib().covered().size();
     set_ipv4_id(bytes, 0);
     const auto with_zero = RoceFrame::check(bytes);
     REQUIRE(with_zero.ok());
@@ -159,7 +160,8 @@ TEST_CASE("the ICRC shift and the solver are inverses for every ID bit and GSO s
     const auto zero_bytes = send_frame(0, payload);
     const auto zero = RoceFrame::check(zero_bytes);
     REQUIRE(zero.ok());
-    const std::size_t trailing = kIpv4BytesAfterIdentification + zero->udp_header().size() + zero->ib().covered().size();
+    const std::size_t trailing =
+        kIpv4BytesAfterIdentification + zero->udp_header().size() + zero->ib().covered().size();
     const Ipv4IdentificationShift shift(trailing);
     std::vector<std::uint16_t> ids;
     for (int b = 0; b < 16; ++b) ids.push_back(static_cast<std::uint16_t>(1u << b));

@@ -2,6 +2,8 @@
 // iwarp capture of SOFTRDMA_SHARED_DIR/captures/MANIFEST.tsv, the frame counts in
 // SOFTRDMA_SHARED_DIR/captures/linux-guests/SUMMARY.txt, and a capture built here with CRCs, several
 // FPDUs per segment and FPDUs split over segments, whose CRC verdicts tshark must share.
+#include "tools/dump/iwarp_capture.hpp"
+
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "emulator/net/pcap_file.hpp"
-#include "tools/dump/iwarp_capture.hpp"
 #include "wire/ethernet.hpp"
 #include "wire/ipv4.hpp"
 #include "wire/iwarp/mpa.hpp"
@@ -87,9 +88,15 @@ std::vector<std::string> our_lines(const IwarpCaptureResult& r) {
     frame = f.frame_number;
     const wire::iwarp::MpaStreamItem& item = f.item;
     switch (item.kind) {
-      case MpaItemKind::request: lines.back() += " req"; break;
-      case MpaItemKind::reply: lines.back() += " rep"; break;
-      case MpaItemKind::error: lines.back() += " error:" + std::string(wire::name(item.error)); break;
+      case MpaItemKind::request:
+        lines.back() += " req";
+        break;
+      case MpaItemKind::reply:
+        lines.back() += " rep";
+        break;
+      case MpaItemKind::error:
+        lines.back() += " error:" + std::string(wire::name(item.error));
+        break;
       case MpaItemKind::fpdu: {
         char tok[16];
         std::snprintf(tok, sizeof tok, " 0x%02x/%d", static_cast<unsigned>(item.fpdu.message.opcode),
@@ -172,8 +179,8 @@ TEST_CASE("iWARP captures decode frame for frame as tshark does", "[wire][iwarp]
       const std::vector<std::string> theirs = tshark_lines(path);
       std::size_t same = 0;
       while (same < ours.size() && same < theirs.size() && ours[same] == theirs[same]) ++same;
-      INFO("first difference at line " << same << ": ours '" << (same < ours.size() ? ours[same] : "")
-                                       << "', tshark '" << (same < theirs.size() ? theirs[same] : "") << "'");
+      INFO("first difference at line " << same << ": ours '" << (same < ours.size() ? ours[same] : "") << "', tshark '"
+                                       << (same < theirs.size() ? theirs[same] : "") << "'");
       CHECK(ours == theirs);
       WARN(cols[0] << ": " << ours.size() << " iWARP frames, " << r.frames.size()
                    << " MPA frames/FPDUs, all as tshark has them: " << (ours == theirs ? "yes" : "NO"));
@@ -275,8 +282,8 @@ Bytes join(std::initializer_list<Bytes> parts) {
 
 TEST_CASE("iWARP with CRCs: our verdicts and tshark's agree", "[wire][iwarp][tshark]") {
   using wire::iwarp::RdmapOpcode;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("softrdma_iwarp_crc_" + std::to_string(getpid()) + ".pcap")).string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("softrdma_iwarp_crc_" + std::to_string(getpid()) + ".pcap")).string();
   {
     std::string error;
     auto writer = softrdma::net::PcapWriter::create(path, softrdma::net::kLinkEthernet, error);
@@ -298,20 +305,19 @@ TEST_CASE("iWARP with CRCs: our verdicts and tshark's agree", "[wire][iwarp][tsh
     Bytes corrupt = fpdu_bytes(untagged(RdmapOpcode::send, 2, hello));
     corrupt[22] ^= 0x20;
 
-    w.send(a, b, wire::Tcp::syn);                                          // 1
-    w.send(b, a, wire::Tcp::syn | wire::Tcp::ack_flag);                    // 2
-    w.send(a, b, wire::Tcp::ack_flag);                                     // 3
-    w.send(a, b, wire::Tcp::psh | wire::Tcp::ack_flag, frame_bytes(req));  // 4
-    w.send(b, a, wire::Tcp::psh | wire::Tcp::ack_flag, frame_bytes(rep));  // 5
+    w.send(a, b, wire::Tcp::syn);                                                          // 1
+    w.send(b, a, wire::Tcp::syn | wire::Tcp::ack_flag);                                    // 2
+    w.send(a, b, wire::Tcp::ack_flag);                                                     // 3
+    w.send(a, b, wire::Tcp::psh | wire::Tcp::ack_flag, frame_bytes(req));                  // 4
+    w.send(b, a, wire::Tcp::psh | wire::Tcp::ack_flag, frame_bytes(rep));                  // 5
     w.send(a, b, wire::Tcp::ack_flag, fpdu_bytes(untagged(RdmapOpcode::send, 1, hello)));  // 6
-    w.send(a, b, wire::Tcp::ack_flag,                                                       // 7
+    w.send(a, b, wire::Tcp::ack_flag,                                                      // 7
            join({fpdu_bytes(tagged(RdmapOpcode::write, 0x5000, block)), fpdu_bytes(read)}));
-    w.send(b, a, wire::Tcp::ack_flag, std::span(response).first(100));                     // 8
-    w.send(b, a, wire::Tcp::ack_flag,                                                       // 9
-           join({Bytes(response.begin() + 100, response.end()),
-                 fpdu_bytes(untagged(RdmapOpcode::send_se, 1, hello))}));
-    w.send(a, b, wire::Tcp::ack_flag, corrupt);                  // 10
-    w.send(a, b, wire::Tcp::fin | wire::Tcp::ack_flag);           // 11
+    w.send(b, a, wire::Tcp::ack_flag, std::span(response).first(100));  // 8
+    w.send(b, a, wire::Tcp::ack_flag,                                   // 9
+           join({Bytes(response.begin() + 100, response.end()), fpdu_bytes(untagged(RdmapOpcode::send_se, 1, hello))}));
+    w.send(a, b, wire::Tcp::ack_flag, corrupt);          // 10
+    w.send(a, b, wire::Tcp::fin | wire::Tcp::ack_flag);  // 11
 
     // Another TCP connection that is not iWARP: ignored, not an error.
     Host c{{0x02, 0, 0, 0, 0, 0x0c}, {10, 0, 0, 12}, 40002, 1};
@@ -321,8 +327,8 @@ TEST_CASE("iWARP with CRCs: our verdicts and tshark's agree", "[wire][iwarp][tsh
     w.send(web, c, wire::Tcp::psh | wire::Tcp::ack_flag, Bytes(ok.begin(), ok.end()));    // 13
   }
 
-  const std::vector<std::string> expected{"4 req", "5 rep", "6 0x03/1", "7 0x00/1 0x01/1", "9 0x02/1 0x05/1",
-                                          "10 0x03/1"};
+  const std::vector<std::string> expected{"4 req",           "5 rep",           "6 0x03/1",
+                                          "7 0x00/1 0x01/1", "9 0x02/1 0x05/1", "10 0x03/1"};
   const IwarpCaptureResult r = decode_iwarp_capture(path);
   CHECK(r.errors.empty());
   CHECK(our_lines(r) == expected);

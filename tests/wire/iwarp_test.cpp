@@ -18,6 +18,8 @@ using test::to_hex;
 
 namespace {
 
+// Frames as hex, one string per header field (RFC 5044 s7.1, RFC 5041 s4, RFC 5040 s4).
+// clang-format off
 // siw-rping.pcap frames 4 and 6: revision 2, enhanced, IRD 1, ORD 1.
 const std::string kRequest = "4d504120494420526571204672616d65" "10020004" "00010001";
 const std::string kReply = "4d504120494420526570204672616d65" "10020004" "00010001";
@@ -52,6 +54,7 @@ const std::string kTerminateRead = "0046" "4147" "00000000" "00000002" "00000001
                                    "0100" "e000" "002e" "4141" "00000000" "00000001" "00000001" "00000000"
                                    "79433d00" "000056077a6a5550" "00000040" "b0d64100" "0000557461ac2370"
                                    "00000000";
+// clang-format on
 
 // Parses a marker-free FPDU all the way to RDMAP; fails the test if anything is refused.
 RdmapMessage parse_fpdu(const Bytes& fpdu) {
@@ -107,8 +110,7 @@ void check_same(const RdmapMessage& a, const RdmapMessage& b) {
 }
 
 // Decodes `stream`, cut into chunks at the offsets in `cuts`, into one line per item.
-std::vector<std::string> decode(const Bytes& stream, const std::vector<std::size_t>& cuts,
-                                MpaStreamDecoder& d) {
+std::vector<std::string> decode(const Bytes& stream, const std::vector<std::size_t>& cuts, MpaStreamDecoder& d) {
   std::vector<std::string> lines;
   std::size_t at = 0;
   auto cut_points = cuts;
@@ -174,7 +176,12 @@ TEST_CASE("MPA enhanced frames carry IRD/ORD and the RTR bits", "[wire][iwarp]")
   f.enhanced = MpaEnhanced{0x3FFF, 0x1234, true, true, false, true};
   f.private_data = {1, 2, 3};
   const Bytes bytes = emit_poisoned(f);
-  CHECK(to_hex(bytes) == "4d504120494420526570204672616d65" "3002" "0007" "ffff" "5234" "010203");
+  CHECK(to_hex(bytes) == "4d504120494420526570204672616d65"
+                         "3002"
+                         "0007"
+                         "ffff"
+                         "5234"
+                         "010203");
   const auto back = MpaRequestReply::parse(bytes);
   REQUIRE(back.ok());
   CHECK(*back == f);
@@ -200,7 +207,8 @@ TEST_CASE("MPA frames refuse bad input", "[wire][iwarp]") {
   }
 
   // PD_Length 512 is the most RFC 5044 s7.1 allows.
-  Bytes big = from_hex("4d504120494420526571204672616d65" "00010200");
+  Bytes big = from_hex("4d504120494420526571204672616d65"
+                       "00010200");
   big.resize(20 + 512, 0x55);
   CHECK(MpaRequestReply::parse(big).ok());
   big[19] = 0x01;  // 513
@@ -208,8 +216,10 @@ TEST_CASE("MPA frames refuse bad input", "[wire][iwarp]") {
   CHECK(MpaRequestReply::parse(big).error() == wire::Error::oversized);
 
   // Enhanced, but the private data cannot hold the IRD/ORD words.
-  CHECK(MpaRequestReply::parse(from_hex("4d504120494420526571204672616d65" "10020002" "0001")).error() ==
-        wire::Error::bad_length);
+  CHECK(MpaRequestReply::parse(from_hex("4d504120494420526571204672616d65"
+                                        "10020002"
+                                        "0001"))
+            .error() == wire::Error::bad_length);
 }
 
 TEST_CASE("FPDUs from siw round-trip byte for byte", "[wire][iwarp]") {
@@ -265,13 +275,28 @@ TEST_CASE("FPDU fields", "[wire][iwarp]") {
 
   const auto [term_rr_bytes, term_rr] = parse_hex(kTerminateRead);
   CHECK(term_rr.terminate.rdmap_header_present);
-  CHECK(to_hex(term_rr.terminate.rdmap_header) ==
-        "79433d00" "000056077a6a5550" "00000040" "b0d64100" "0000557461ac2370");
+  CHECK(to_hex(term_rr.terminate.rdmap_header) == "79433d00"
+                                                  "000056077a6a5550"
+                                                  "00000040"
+                                                  "b0d64100"
+                                                  "0000557461ac2370");
 }
 
 TEST_CASE("Terminate with R for a Send copies no RDMAP header (as siw sends it)", "[wire][iwarp]") {
-  const Bytes bytes = from_hex("002a" "4147" "00000000" "00000002" "00000001" "00000000"
-                               "0100" "e000" "0022" "4143" "00000000" "00000000" "00000001" "00000000"
+  const Bytes bytes = from_hex("002a"
+                               "4147"
+                               "00000000"
+                               "00000002"
+                               "00000001"
+                               "00000000"
+                               "0100"
+                               "e000"
+                               "0022"
+                               "4143"
+                               "00000000"
+                               "00000000"
+                               "00000001"
+                               "00000000"
                                "00000000");
   const RdmapMessage m = parse_fpdu(bytes);
   CHECK(m.terminate.has_rdmap_header);
@@ -370,8 +395,8 @@ TEST_CASE("RDMAP opcode table", "[wire][iwarp]") {
   CHECK(info(RdmapOpcode::read_request).body == RdmapBody::read_request);
   CHECK(info(RdmapOpcode::terminate).queue == rdmap_queue::terminate);
   CHECK(info(RdmapOpcode::terminate).body == RdmapBody::terminate);
-  for (RdmapOpcode op : {RdmapOpcode::send, RdmapOpcode::send_invalidate, RdmapOpcode::send_se,
-                         RdmapOpcode::send_se_invalidate}) {
+  for (RdmapOpcode op :
+       {RdmapOpcode::send, RdmapOpcode::send_invalidate, RdmapOpcode::send_se, RdmapOpcode::send_se_invalidate}) {
     CHECK_FALSE(info(op).tagged);
     CHECK(info(op).queue == rdmap_queue::send);
   }
@@ -381,15 +406,14 @@ TEST_CASE("RDMAP opcode table", "[wire][iwarp]") {
 }
 
 TEST_CASE("MpaStreamDecoder decodes a siw stream however it is cut", "[wire][iwarp]") {
-  const Bytes stream = concat({kRequest, kSend, kReadRequest, kReadResponse, kWrite, kSendInvalidate,
-                               kTerminateDdp, kTerminateRead});
+  const Bytes stream =
+      concat({kRequest, kSend, kReadRequest, kReadResponse, kWrite, kSendInvalidate, kTerminateDdp, kTerminateRead});
   const std::vector<std::string> whole = decode(stream);
   REQUIRE(whole.size() == 8);
   CHECK(whole[0] == "0-24 MPA Request rev 2 M0 C0 R0 IRD 1 ORD 1 private 0");
   CHECK(whole[1] == "24-64 FPDU Send [last] QN 0 MSN 1 MO 0 payload 16 ulpdu 34 CRC off");
-  CHECK(whole[2] ==
-        "64-116 FPDU Read Request [last] QN 1 MSN 1 MO 0 sink 0x79433d00@0x56077a6a5550 size 64 "
-        "source 0xb0d64100@0x557461ac2370 payload 0 ulpdu 46 CRC off");
+  CHECK(whole[2] == "64-116 FPDU Read Request [last] QN 1 MSN 1 MO 0 sink 0x79433d00@0x56077a6a5550 size 64 "
+                    "source 0xb0d64100@0x557461ac2370 payload 0 ulpdu 46 CRC off");
   CHECK(whole[3] == "116-200 FPDU Read Response [last] STag 0x79433d00 TO 0x56077a6a5550 payload 64 ulpdu 78 CRC off");
   CHECK(whole[5] ==
         "224-256 FPDU Send with Invalidate [last] QN 0 MSN 7 MO 0 invalidate 0x12345678 payload 5 ulpdu 23 CRC off");

@@ -1,12 +1,13 @@
 // RoCE frames: golden packets from Linux rxe (tests/data, copied from the interop guests'
 // captures), builders checked against themselves, and every named error for bad input.
+#include "wire/roce_frame.hpp"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/wire/data_frames.hpp"
-#include "wire/roce_frame.hpp"
 
 using namespace wire;
 using test::read_frames;
@@ -96,7 +97,9 @@ TEST_CASE("rxe golden captures: field values match what tshark shows", "[wire][r
 TEST_CASE("builders: a built frame checks, verifies and parses back to its fields", "[wire][roce][build]") {
   for (bool v6 : {false, true}) {
     RoceFrameRepr r = send_only();
-    if (v6) r.network = Ipv6Repr{{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}};
+    if (v6)
+      r.network = Ipv6Repr{{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+                           {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}};
     const auto bytes = emit(r);
     const auto f = RoceFrame::check(bytes);
     REQUIRE(f.ok());

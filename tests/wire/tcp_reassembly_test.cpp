@@ -1,8 +1,9 @@
 // TCP reassembly for capture decoding (tools/dump/tcp_reassembly.hpp).
+#include "tools/dump/tcp_reassembly.hpp"
+
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "tools/dump/tcp_reassembly.hpp"
 #include "wire/tcp.hpp"
 
 using softrdma::dump::TcpDirection;
@@ -32,9 +33,9 @@ TEST_CASE("TCP reassembly: SYN, duplicates and overlaps", "[tools][tcp]") {
   Stream s;
   s.add(100, "", kSyn);  // data starts at 101
   s.add(101, "abc");
-  s.add(101, "abc");     // retransmitted
-  s.add(102, "bcde");    // overlaps: only "de" is new
-  s.add(50, "old");      // long before
+  s.add(101, "abc");   // retransmitted
+  s.add(102, "bcde");  // overlaps: only "de" is new
+  s.add(50, "old");    // long before
   CHECK(s.out == "abcde");
   CHECK(s.r.delivered() == 5);
   CHECK_FALSE(s.r.closed());
@@ -43,8 +44,8 @@ TEST_CASE("TCP reassembly: SYN, duplicates and overlaps", "[tools][tcp]") {
 TEST_CASE("TCP reassembly: a segment after a gap waits for it", "[tools][tcp]") {
   Stream s;
   s.add(1000, "0123");
-  s.add(1010, "abc");   // gap 1004..1009
-  s.add(1010, "abc");   // held twice: kept once
+  s.add(1010, "abc");  // gap 1004..1009
+  s.add(1010, "abc");  // held twice: kept once
   CHECK(s.out == "0123");
   CHECK(s.r.held_bytes() == 3);
   s.add(1004, "456789");
@@ -88,7 +89,7 @@ TEST_CASE("TCP reassembly: sequence numbers wrap", "[tools][tcp]") {
   s.add(0x00000002, "de");      // ahead, across the wrap
   s.add(0xFFFFFFFF, "abc");     // 0xFFFFFFFF, 0, 1
   CHECK(s.out == "abcde");
-  s.add(0x00000000, "bc");      // old
+  s.add(0x00000000, "bc");  // old
   CHECK(s.out == "abcde");
 }
 
@@ -110,8 +111,8 @@ TEST_CASE("TCP reassembly keys connections by 4-tuple", "[tools][tcp]") {
   TcpReassembler tcp;
   std::string got;
   auto deliver = [&](TcpDirection d, std::span<const std::uint8_t> bytes) {
-    got += std::to_string(d.connection) + ":" + std::to_string(d.side) + ":" +
-           std::string(bytes.begin(), bytes.end()) + " ";
+    got += std::to_string(d.connection) + ":" + std::to_string(d.side) + ":" + std::string(bytes.begin(), bytes.end()) +
+           " ";
   };
   const std::string x = "x", y = "y", z = "z";
   auto seg = [](const TcpEndpoint& from, const TcpEndpoint& to, std::uint32_t seq, const std::string& data) {

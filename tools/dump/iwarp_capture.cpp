@@ -73,9 +73,8 @@ bool IwarpCaptureDecoder::add_frame(std::uint64_t frame_number, const net::Captu
   }
   const std::optional<TcpSegment> s = tcp_segment(packet.data);
   if (!s) return false;
-  const TcpDirection d = tcp_.add(*s, [&](TcpDirection dir, std::span<const std::uint8_t> bytes) {
-    deliver(dir, bytes, frame_number, sink);
-  });
+  const TcpDirection d = tcp_.add(
+      *s, [&](TcpDirection dir, std::span<const std::uint8_t> bytes) { deliver(dir, bytes, frame_number, sink); });
   if (tcp_.stream(d).closed()) connection(d.connection).sides[d.side].decoder.reset();  // no more bytes come
   return true;
 }
@@ -107,8 +106,8 @@ void IwarpCaptureDecoder::on_item(TcpDirection d, const MpaStreamItem& item, std
   if (item.kind == MpaItemKind::error) {
     // A stream that merely looked like MPA for a few bytes is not an error, unless its peer
     // did speak MPA.
-    const bool not_mpa = item.error == wire::Error::bad_mpa_key && item.stream_offset == 0 &&
-                         peer.state != SideState::mpa;
+    const bool not_mpa =
+        item.error == wire::Error::bad_mpa_key && item.stream_offset == 0 && peer.state != SideState::mpa;
     side.state = not_mpa ? SideState::not_mpa : SideState::stopped;
     if (not_mpa) return;
   } else if (item.kind != MpaItemKind::fpdu) {

@@ -63,8 +63,7 @@ class IwarpCaptureDecoder {
 
   Connection& connection(std::size_t index);
   void deliver(TcpDirection d, std::span<const std::uint8_t> bytes, std::uint64_t frame_number, const Sink& sink);
-  void on_item(TcpDirection d, const wire::iwarp::MpaStreamItem& item, std::uint64_t frame_number,
-               const Sink& sink);
+  void on_item(TcpDirection d, const wire::iwarp::MpaStreamItem& item, std::uint64_t frame_number, const Sink& sink);
   static void negotiate(Connection& c);
 
   TcpReassembler tcp_;

@@ -92,8 +92,8 @@ TcpDirection TcpReassembler::add(const TcpSegment& s, const Deliver& deliver) {
   const auto key = std::minmax(s.source, s.destination);
   auto [it, inserted] = index_.try_emplace({key.first, key.second}, connections_.size());
   if (inserted) {
-    connections_.push_back(Connection{{s.source, s.destination},
-                                      {TcpStreamReassembler(max_held_), TcpStreamReassembler(max_held_)}});
+    connections_.push_back(
+        Connection{{s.source, s.destination}, {TcpStreamReassembler(max_held_), TcpStreamReassembler(max_held_)}});
   }
   Connection& c = connections_[it->second];
   const TcpDirection d{it->second, c.ends[0] == s.source ? 0 : 1};

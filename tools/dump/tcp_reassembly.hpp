@@ -50,7 +50,7 @@ class TcpStreamReassembler {
   // several calls: its own bytes, then held segments it joined up with).
   void add(std::uint32_t seq, std::uint8_t flags, std::span<const std::uint8_t> payload, const TcpDeliver& deliver);
 
-  bool closed() const { return closed_; }                  // FIN reached in order, or RST
+  bool closed() const { return closed_; }                   // FIN reached in order, or RST
   std::uint64_t delivered() const { return delivered_; }    // in-order bytes handed out
   std::size_t held_bytes() const { return held_bytes_; }    // waiting behind a gap
   std::uint64_t refused_bytes() const { return refused_; }  // not held: over the bound

@@ -16,8 +16,10 @@ Addresses addresses_of(const wire::RoceFrame& f) {
   const std::uint8_t* n = f.network_header().data();
   switch (f.encapsulation()) {
     case wire::Encapsulation::rocev1:
-      return {{n + wire::Grh::sgid_offset, n + wire::Grh::sgid_offset + 16}, {n + wire::Grh::dgid_offset, n + wire::Grh::dgid_offset + 16}};
-    case wire::Encapsulation::rocev2_ipv4: return {{n + 12, n + 16}, {n + 16, n + 20}};
+      return {{n + wire::Grh::sgid_offset, n + wire::Grh::sgid_offset + 16},
+              {n + wire::Grh::dgid_offset, n + wire::Grh::dgid_offset + 16}};
+    case wire::Encapsulation::rocev2_ipv4:
+      return {{n + 12, n + 16}, {n + 16, n + 20}};
     case wire::Encapsulation::rocev2_ipv6:
       return {{n + wire::Ipv6::src_offset, n + wire::Ipv6::src_offset + 16},
               {n + wire::Ipv6::src_offset + 16, n + wire::Ipv6::src_offset + 32}};
@@ -110,7 +112,8 @@ std::variant<Conversation, std::string> ConversationFinder::result(std::optional
     }
     // Several QPs of the followed address talk to f's sender: keep those whose PSNs match,
     // unless --peer names one.
-    if (!peer && backs.size() > 1 && std::any_of(backs.begin(), backs.end(), [&](const Flow* b) { return answers(*b, f); }))
+    if (!peer && backs.size() > 1 &&
+        std::any_of(backs.begin(), backs.end(), [&](const Flow* b) { return answers(*b, f); }))
       std::erase_if(backs, [&](const Flow* b) { return !answers(*b, f); });
     bool answered = false;
     for (const Flow* back : backs) {

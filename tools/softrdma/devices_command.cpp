@@ -96,8 +96,7 @@ bool describe(const Verbs& v, ibv_device* dev) {
   ibv_port_attr pattr{};  // the exported query_port fills the first 48 bytes (compat layout)
   ibv_gid gid{};
   ibv_gid_type_sysfs gid_type = IBV_GID_TYPE_SYSFS_IB_ROCE_V1;
-  if (v.query_device(ctx, &dattr) != 0 ||
-      v.query_port(ctx, 1, reinterpret_cast<_compat_ibv_port_attr*>(&pattr)) != 0 ||
+  if (v.query_device(ctx, &dattr) != 0 || v.query_port(ctx, 1, reinterpret_cast<_compat_ibv_port_attr*>(&pattr)) != 0 ||
       v.query_gid(ctx, 1, 0, &gid) != 0 || v.query_gid_type(ctx, 1, 0, &gid_type) != 0) {
     std::fprintf(stderr, "softrdma devices: querying %s failed: %s\n", name, std::strerror(errno));
     ok = false;
@@ -110,8 +109,7 @@ bool describe(const Verbs& v, ibv_device* dev) {
     std::printf("  port 1:         %s, link_layer %s, active_mtu %d (max %d)\n", v.port_state_str(pattr.state),
                 pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand", mtu_bytes(pattr.active_mtu),
                 mtu_bytes(pattr.max_mtu));
-    std::printf("  GID[0]:         %s, %s\n", gid_text,
-                gid_type == IBV_GID_TYPE_SYSFS_ROCE_V2 ? "RoCE v2" : "RoCE v1");
+    std::printf("  GID[0]:         %s, %s\n", gid_text, gid_type == IBV_GID_TYPE_SYSFS_ROCE_V2 ? "RoCE v2" : "RoCE v1");
     // GID 0 is the RoCEv2 GID of the bound address: ::ffff:a.b.c.d or the IPv6 address itself.
     shim::IpAddress bound;
     std::memcpy(bound.bytes.data(), gid.raw, sizeof gid.raw);
@@ -145,8 +143,8 @@ int devices_main(int argc, char** argv) {
 
   run::ShimLocation loc = run::find_shim_dir();
   if (!loc.dir) {
-    return fail(1, std::string("softrdma's ") + run::kShimFile + " was not found; build the softrdma_verbs target or set " +
-                       run::kLibDirVariable);
+    return fail(1, std::string("softrdma's ") + run::kShimFile +
+                       " was not found; build the softrdma_verbs target or set " + run::kLibDirVariable);
   }
   const std::string path = *loc.dir + "/" + run::kShimFile;
   void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -68,9 +68,7 @@ struct Summary {
   std::map<std::string, std::uint64_t> malformed_by_error;
 };
 
-void print(const Options& o, Record& r) {
-  std::puts((o.json ? r.to_json() : r.to_text()).c_str());
-}
+void print(const Options& o, Record& r) { std::puts((o.json ? r.to_json() : r.to_text()).c_str()); }
 
 // Each step of reading the command line gives the exit status when the run ends there (--help,
 // or a usage error), none when the dump goes on.
@@ -125,8 +123,8 @@ std::optional<net::PcapReader> open_capture(const Options& o) {
     return std::nullopt;
   }
   if (reader->link_type() != net::kLinkEthernet) {
-    std::fprintf(stderr, "softrdma dump: %s: link type %d is not Ethernet; only Ethernet captures are decoded\n", o.file,
-                 reader->link_type());
+    std::fprintf(stderr, "softrdma dump: %s: link type %d is not Ethernet; only Ethernet captures are decoded\n",
+                 o.file, reader->link_type());
     return std::nullopt;
   }
   return reader;

@@ -17,24 +17,35 @@ using wire::OpFlag;
 constexpr std::int64_t kPsnWindow = 1 << 18;
 constexpr std::uint32_t kMinMtu = 256, kMaxMtu = 4096;  // path MTUs, s9.7 / s7.7.8
 
-std::uint32_t packets_for(std::uint32_t length, std::uint32_t mtu) { return length == 0 ? 1 : (length + mtu - 1) / mtu; }
+std::uint32_t packets_for(std::uint32_t length, std::uint32_t mtu) {
+  return length == 0 ? 1 : (length + mtu - 1) / mtu;
+}
 
 // Packets that end neither a message nor a READ response carry exactly one path MTU.
 bool carries_full_mtu(const wire::OpcodeInfo& i) { return i.is(OpFlag::payload) && !i.is(OpFlag::last); }
 
 std::optional<NakKind> nak_of(std::uint8_t syndrome) {
   switch (wire::ack_kind(syndrome)) {
-    case wire::AckKind::ack: return std::nullopt;
-    case wire::AckKind::rnr_nak: return NakKind::rnr;
-    case wire::AckKind::reserved: return NakKind::other;
-    case wire::AckKind::nak: break;
+    case wire::AckKind::ack:
+      return std::nullopt;
+    case wire::AckKind::rnr_nak:
+      return NakKind::rnr;
+    case wire::AckKind::reserved:
+      return NakKind::other;
+    case wire::AckKind::nak:
+      break;
   }
   switch (static_cast<wire::NakCode>(wire::syndrome_value(syndrome))) {
-    case wire::NakCode::psn_sequence_error: return NakKind::psn_sequence_error;
-    case wire::NakCode::invalid_request: return NakKind::invalid_request;
-    case wire::NakCode::remote_access_error: return NakKind::remote_access_error;
-    case wire::NakCode::remote_operational_error: return NakKind::remote_operational_error;
-    default: return NakKind::other;
+    case wire::NakCode::psn_sequence_error:
+      return NakKind::psn_sequence_error;
+    case wire::NakCode::invalid_request:
+      return NakKind::invalid_request;
+    case wire::NakCode::remote_access_error:
+      return NakKind::remote_access_error;
+    case wire::NakCode::remote_operational_error:
+      return NakKind::remote_operational_error;
+    default:
+      return NakKind::other;
   }
 }
 
@@ -42,13 +53,19 @@ std::optional<NakKind> nak_of(std::uint8_t syndrome) {
 
 const char* name(NakKind k) {
   switch (k) {
-    case NakKind::psn_sequence_error: return "PSN_SEQUENCE_ERROR";
-    case NakKind::rnr: return "RNR";
-    case NakKind::invalid_request: return "INVALID_REQUEST";
-    case NakKind::remote_access_error: return "REMOTE_ACCESS_ERROR";
-    case NakKind::remote_operational_error: return "REMOTE_OPERATIONAL_ERROR";
+    case NakKind::psn_sequence_error:
+      return "PSN_SEQUENCE_ERROR";
+    case NakKind::rnr:
+      return "RNR";
+    case NakKind::invalid_request:
+      return "INVALID_REQUEST";
+    case NakKind::remote_access_error:
+      return "REMOTE_ACCESS_ERROR";
+    case NakKind::remote_operational_error:
+      return "REMOTE_OPERATIONAL_ERROR";
     case NakKind::other:
-    case NakKind::count: break;
+    case NakKind::count:
+      break;
   }
   return "OTHER";
 }

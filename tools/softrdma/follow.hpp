@@ -37,11 +37,12 @@ enum class NakKind : std::uint8_t {
 const char* name(NakKind k);
 
 struct PacketFlags {
-  std::uint32_t gap = 0;       // request PSNs skipped: its PSN is beyond the next expected one (s9.7.1)
-  std::uint32_t read_gap = 0;  // READ response PSNs missing before this one
+  std::uint32_t gap = 0;        // request PSNs skipped: its PSN is beyond the next expected one (s9.7.1)
+  std::uint32_t read_gap = 0;   // READ response PSNs missing before this one
   bool retransmission = false;  // a PSN already seen in this direction: a go-back-N resend
-  bool late = false;            // behind the furthest PSN, never seen: fills an earlier gap (reordered, or resent after a loss before the capture point)
-  bool duplicate = false;       // the same bytes as the packet just before it, in the same direction
+  bool late = false;  // behind the furthest PSN, never seen: fills an earlier gap (reordered, or resent after a loss
+                      // before the capture point)
+  bool duplicate = false;  // the same bytes as the packet just before it, in the same direction
   std::optional<NakKind> nak;
   std::uint64_t rnr_delay_ns = 0;  // when nak is rnr: the timer field's delay (table 45)
   bool bad_icrc = false;           // the receiver drops it (s9.6.1.1), so it takes no part in the PSN analysis
@@ -69,20 +70,20 @@ class Follower {
   static constexpr std::size_t index(Direction d) { return static_cast<std::size_t>(d); }
 
   struct Request {
-    std::uint32_t span = 1;          // PSNs the request takes: a READ one per response packet
-    std::uint32_t read_length = 0;   // a READ's DMA length: its span once the path MTU is known
+    std::uint32_t span = 1;         // PSNs the request takes: a READ one per response packet
+    std::uint32_t read_length = 0;  // a READ's DMA length: its span once the path MTU is known
     bool read = false;
   };
 
   // One requester's PSNs, unwrapped to 64 bits around the furthest seen so that 24-bit wrap
   // (s9.7.1) never reorders them.
   struct PsnSpace {
-    std::optional<std::int64_t> furthest;  // last PSN of the furthest request
-    std::uint32_t slack = 0;               // a READ of unknown span: the next request may start this much later
+    std::optional<std::int64_t> furthest;      // last PSN of the furthest request
+    std::uint32_t slack = 0;                   // a READ of unknown span: the next request may start this much later
     std::map<std::int64_t, Request> requests;  // by first PSN
     std::uint32_t mtu = 0;  // the path MTU, learned from FIRST/MIDDLE payloads (exactly one MTU each, ch. 9.7)
 
-    std::optional<std::int64_t> read_next;         // inside a READ response: the next PSN due
+    std::optional<std::int64_t> read_next;          // inside a READ response: the next PSN due
     std::optional<std::int64_t> furthest_response;  // of READ responses and atomic ACKs
     std::set<std::int64_t> responses;               // READ response and atomic ACK PSNs seen
 

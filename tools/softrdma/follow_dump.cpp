@@ -43,8 +43,7 @@ void describe_summary(Direction d, const DirectionSummary& s, Record& r) {
       .number("late", s.late)
       .number("duplicates", s.duplicates)
       .number("bad_icrc", s.bad_icrc);
-  for (std::size_t k = 0; k < s.naks.size(); ++k)
-    r.number("naks_" + lower(name(static_cast<NakKind>(k))), s.naks[k]);
+  for (std::size_t k = 0; k < s.naks.size(); ++k) r.number("naks_" + lower(name(static_cast<NakKind>(k))), s.naks[k]);
 }
 
 int follow_dump(const FollowOptions& o, net::PcapReader& reader) {
@@ -71,7 +70,9 @@ int follow_dump(const FollowOptions& o, net::PcapReader& reader) {
   }
 
   Record head;
-  head.text("follow", format_address(c.followed.address)).hex("qp", c.followed.qpn, 6).text("peer", format_address(c.peer.address));
+  head.text("follow", format_address(c.followed.address))
+      .hex("qp", c.followed.qpn, 6)
+      .text("peer", format_address(c.peer.address));
   if (c.peer_qpn_known)
     head.hex("peer_qp", c.peer.qpn, 6);
   else

@@ -29,7 +29,8 @@ bool cut_by_capture(const net::CapturedPacket& pkt) {
       if (l3.size() < wire::Grh::length) return false;
       declared = wire::Grh::length + wire::Grh::payload_length::get(l3.data());
       break;
-    default: return false;
+    default:
+      return false;
   }
   return declared > l3.size();
 }
@@ -63,7 +64,8 @@ std::optional<wire::Error> judge_gmp(const wire::IbPacket& p) {
   if (wire::Mad::mgmt_class::get(mad.data()) != wire::kCmClass) return std::nullopt;
   const auto cm = wire::parse_cm_mad(mad);
   if (!cm) {
-    if (cm.error() == wire::Error::unsupported_attribute && undecoded_cm_attribute(wire::Mad::attribute_id::get(mad.data())))
+    if (cm.error() == wire::Error::unsupported_attribute &&
+        undecoded_cm_attribute(wire::Mad::attribute_id::get(mad.data())))
       return std::nullopt;
     return cm.error();
   }
@@ -103,9 +105,11 @@ RoceJudgement judge_roce(const net::CapturedPacket& pkt) {
   // Bytes past the IP datagram (Ethernet padding, an FCS) are not part of the packet.
   if (rebuilt.size() <= pkt.data.size()) {
     const std::size_t icrc_at = rebuilt.size() - wire::kIcrcLength;
-    j.headers_reemit_identical = std::equal(rebuilt.begin(), rebuilt.begin() + static_cast<std::ptrdiff_t>(icrc_at), pkt.data.begin());
-    j.reemit_identical = j.headers_reemit_identical &&
-                         std::equal(rebuilt.begin() + static_cast<std::ptrdiff_t>(icrc_at), rebuilt.end(), pkt.data.begin() + static_cast<std::ptrdiff_t>(icrc_at));
+    j.headers_reemit_identical =
+        std::equal(rebuilt.begin(), rebuilt.begin() + static_cast<std::ptrdiff_t>(icrc_at), pkt.data.begin());
+    j.reemit_identical =
+        j.headers_reemit_identical && std::equal(rebuilt.begin() + static_cast<std::ptrdiff_t>(icrc_at), rebuilt.end(),
+                                                 pkt.data.begin() + static_cast<std::ptrdiff_t>(icrc_at));
   }
   return j;
 }

@@ -21,8 +21,8 @@ enum class FrameKind {
 struct RoceJudgement {
   FrameKind kind = FrameKind::other;
   wire::Error error = wire::Error::not_roce;  // when not roce
-  int claimed_opcode = -1;                    // when malformed past the UDP/GRH layer (or in its MAD): its BTH opcode byte
-  std::optional<wire::RoceFrame> frame;       // when roce
+  int claimed_opcode = -1;               // when malformed past the UDP/GRH layer (or in its MAD): its BTH opcode byte
+  std::optional<wire::RoceFrame> frame;  // when roce
   bool icrc_ok = false;
   bool headers_reemit_identical = false;  // everything but the ICRC
   bool reemit_identical = false;          // every byte, the recomputed ICRC included

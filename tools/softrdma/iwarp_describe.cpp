@@ -9,7 +9,10 @@ using namespace wire::iwarp;
 
 void describe_iwarp(const IwarpCaptureFrame& f, Record& r) {
   const MpaStreamItem& it = f.item;
-  r.text("encap", "iwarp").text("src", to_string(f.source)).text("dst", to_string(f.destination)).number("stream", f.tcp_stream);
+  r.text("encap", "iwarp")
+      .text("src", to_string(f.source))
+      .text("dst", to_string(f.destination))
+      .number("stream", f.tcp_stream);
   switch (it.kind) {
     case MpaItemKind::request:
     case MpaItemKind::reply: {
@@ -18,7 +21,9 @@ void describe_iwarp(const IwarpCaptureFrame& f, Record& r) {
       r.flag("markers", m.markers).flag("crc", m.crc).flag("reject", m.reject);
       if (m.enhanced) {
         r.number("ird", m.enhanced->ird).number("ord", m.enhanced->ord).flag("p2p", m.enhanced->peer_to_peer);
-        r.flag("send_rtr", m.enhanced->send_rtr).flag("write_rtr", m.enhanced->write_rtr).flag("read_rtr", m.enhanced->read_rtr);
+        r.flag("send_rtr", m.enhanced->send_rtr)
+            .flag("write_rtr", m.enhanced->write_rtr)
+            .flag("read_rtr", m.enhanced->read_rtr);
       }
       r.number("pdlen", m.pd_length());
       return;
@@ -26,7 +31,8 @@ void describe_iwarp(const IwarpCaptureFrame& f, Record& r) {
     case MpaItemKind::error:
       r.text("kind", "malformed").text("error", std::string(wire::name(it.error)));
       return;
-    case MpaItemKind::fpdu: break;
+    case MpaItemKind::fpdu:
+      break;
   }
   const MpaFpduInfo& p = it.fpdu;
   const RdmapMessage& m = p.message;

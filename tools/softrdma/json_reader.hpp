@@ -15,8 +15,8 @@ struct JsonMember;
 struct JsonValue {
   enum class Kind { null, boolean, number, string, array, object };
   Kind kind = Kind::null;
-  std::string text;  // number: as written; string: decoded; boolean: "true" or "false"
-  std::vector<JsonValue> items;                            // array
+  std::string text;              // number: as written; string: decoded; boolean: "true" or "false"
+  std::vector<JsonValue> items;  // array
   // Object members, in order. Not std::pair: a pair may not hold the still-incomplete
   // JsonValue (clang's libstdc++ checks refuse it), a vector may (C++17).
   std::vector<JsonMember> members;

@@ -29,10 +29,19 @@ std::string Record::to_text() const {
     out += i.key;
     char buf[40];
     switch (i.kind) {
-      case Kind::text: out += '=' + i.text; break;
-      case Kind::number: std::snprintf(buf, sizeof buf, "=%llu", static_cast<unsigned long long>(i.number)); out += buf; break;
-      case Kind::hex: std::snprintf(buf, sizeof buf, "=0x%0*llx", i.digits, static_cast<unsigned long long>(i.number)); out += buf; break;
-      case Kind::flag: break;
+      case Kind::text:
+        out += '=' + i.text;
+        break;
+      case Kind::number:
+        std::snprintf(buf, sizeof buf, "=%llu", static_cast<unsigned long long>(i.number));
+        out += buf;
+        break;
+      case Kind::hex:
+        std::snprintf(buf, sizeof buf, "=0x%0*llx", i.digits, static_cast<unsigned long long>(i.number));
+        out += buf;
+        break;
+      case Kind::flag:
+        break;
     }
   }
   return out;
@@ -44,10 +53,16 @@ std::string Record::to_json() const {
     if (out.size() > 1) out += ", ";
     out += '"' + json_escape(i.key) + "\": ";
     switch (i.kind) {
-      case Kind::text: out += '"' + json_escape(i.text) + '"'; break;
+      case Kind::text:
+        out += '"' + json_escape(i.text) + '"';
+        break;
       case Kind::number:
-      case Kind::hex: out += std::to_string(i.number); break;
-      case Kind::flag: out += i.number ? "true" : "false"; break;
+      case Kind::hex:
+        out += std::to_string(i.number);
+        break;
+      case Kind::flag:
+        out += i.number ? "true" : "false";
+        break;
     }
   }
   return out + "}";

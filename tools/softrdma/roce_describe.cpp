@@ -19,10 +19,14 @@ std::string aeth_text(std::uint8_t syndrome) {
                                               "REMOTE_OPERATIONAL_ERROR", "INVALID_RD_REQUEST"};
   const std::uint8_t v = syndrome_value(syndrome);
   switch (ack_kind(syndrome)) {
-    case AckKind::ack: return "ACK/credits:" + std::to_string(v);
-    case AckKind::rnr_nak: return "RNR_NAK/timer:" + std::to_string(v);
-    case AckKind::nak: return v < 5 ? std::string("NAK/") + nak_names[v] : "NAK/reserved:" + std::to_string(v);
-    case AckKind::reserved: break;
+    case AckKind::ack:
+      return "ACK/credits:" + std::to_string(v);
+    case AckKind::rnr_nak:
+      return "RNR_NAK/timer:" + std::to_string(v);
+    case AckKind::nak:
+      return v < 5 ? std::string("NAK/") + nak_names[v] : "NAK/reserved:" + std::to_string(v);
+    case AckKind::reserved:
+      break;
   }
   return "reserved:" + std::to_string(syndrome);
 }
@@ -36,31 +40,45 @@ std::string hex_text(std::uint64_t v, int digits) {
 // The common MAD methods, IBTA vol. 1 s13.4.5; the R bit (0x80) marks a response.
 std::string method_name(std::uint8_t method) {
   switch (method) {
-    case 0x01: return "Get";
-    case 0x02: return "Set";
-    case 0x03: return "Send";
-    case 0x05: return "Trap";
-    case 0x06: return "Report";
-    case 0x07: return "TrapRepress";
-    case 0x81: return "GetResp";
-    case 0x86: return "ReportResp";
-    default: return hex_text(method, 2);
+    case 0x01:
+      return "Get";
+    case 0x02:
+      return "Set";
+    case 0x03:
+      return "Send";
+    case 0x05:
+      return "Trap";
+    case 0x06:
+      return "Report";
+    case 0x07:
+      return "TrapRepress";
+    case 0x81:
+      return "GetResp";
+    case 0x86:
+      return "ReportResp";
+    default:
+      return hex_text(method, 2);
   }
 }
 
 // Annex A11: the port space is the IP protocol number.
 std::string port_space_name(std::uint8_t ps) {
   switch (ps) {
-    case 0x06: return "TCP";
-    case 0x11: return "UDP";
-    case 0x84: return "SCTP";
-    default: return hex_text(ps, 2);
+    case 0x06:
+      return "TCP";
+    case 0x11:
+      return "UDP";
+    case 0x84:
+      return "SCTP";
+    default:
+      return hex_text(ps, 2);
   }
 }
 
 void describe_service(std::uint64_t service_id, Record& r) {
   r.hex("svc", service_id, 16);
-  if (const auto s = ip_cm_service(service_id)) r.text("svc_ps", port_space_name(s->port_space)).number("svc_port", s->port);
+  if (const auto s = ip_cm_service(service_id))
+    r.text("svc_ps", port_space_name(s->port_space)).number("svc_port", s->port);
 }
 
 std::string ip_cm_endpoint(const IpCmHeader& h, const Gid16& addr, std::uint16_t port) {
@@ -183,7 +201,9 @@ void describe_roce(const RoceFrame& f, Record& r) {
         .hex("swapadd", AtomicEth::swap_add::get(h), 16)
         .hex("compare", AtomicEth::compare::get(h), 16);
   if (const auto* h = p.ext(Ext::aeth))
-    r.text("aeth", aeth_text(Aeth::syndrome::get(h))).hex("syndrome", Aeth::syndrome::get(h), 2).number("msn", Aeth::msn::get(h));
+    r.text("aeth", aeth_text(Aeth::syndrome::get(h)))
+        .hex("syndrome", Aeth::syndrome::get(h), 2)
+        .number("msn", Aeth::msn::get(h));
   if (const auto* h = p.ext(Ext::atomicacketh)) r.hex("orig", AtomicAckEth::original_data::get(h), 16);
   if (const auto* h = p.ext(Ext::immdt)) r.hex("imm", ImmDt::imm::get(h), 8);
   if (const auto* h = p.ext(Ext::ieth)) r.hex("ieth", Ieth::rkey::get(h), 8);

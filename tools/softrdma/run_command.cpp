@@ -22,7 +22,8 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] "
+    "PROGRAM [ARGS...]\n"
     "       softrdma run --daemon[=SOCKET] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs or librdmacm (ibv_devinfo,\n"
@@ -266,7 +267,8 @@ int run_main(int argc, char** argv) {
       if (!error.empty()) return fail(2, error);
     } else if (a == "--capture" || a.starts_with("--capture=")) {
       capture = a == "--capture" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--capture=");
-      if (capture == nullptr || *capture == '\0') return fail(2, "--capture needs a file name (e.g. --capture out.pcap)");
+      if (capture == nullptr || *capture == '\0')
+        return fail(2, "--capture needs a file name (e.g. --capture out.pcap)");
     } else if (a == "--faults" || a.starts_with("--faults=")) {
       faults = a == "--faults" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + std::strlen("--faults=");
       if (faults == nullptr || *faults == '\0') return fail(2, "--faults needs a plan (e.g. --faults loss=1%,seed=7)");
@@ -284,7 +286,8 @@ int run_main(int argc, char** argv) {
     }
   }
   if (i >= argc) {
-    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...])");
+    return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults "
+                   "SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...])");
   }
   if (daemon && (flags.ip || flags.netdev || capture != nullptr || faults != nullptr || no_gso || stats != nullptr)) {
     return fail(2, "--daemon takes no device options: the address, capture, faults, GSO and stats are softrdmad's");

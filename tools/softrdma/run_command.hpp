@@ -23,8 +23,8 @@ inline constexpr const char* kLibDirVariable = "SOFTRDMA_LIB_DIR";
 // symlink to the executable work. A folder counts only if its libibverbs.so.1 carries
 // SOFTRDMA_SHIM_MARKER: rdma-core's own library has the same name and exports.
 struct ShimLocation {
-  std::optional<std::string> dir;   // the folder holding kShimFile
-  std::vector<std::string> tried;   // every folder looked in, for the error message
+  std::optional<std::string> dir;  // the folder holding kShimFile
+  std::vector<std::string> tried;  // every folder looked in, for the error message
 };
 ShimLocation find_shim_dir();
 

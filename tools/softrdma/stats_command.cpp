@@ -92,8 +92,8 @@ Round show(const Options& o) {
     // Nobody listens: the process is gone. A process that is gone while the socket still
     // accepts (a forked child inherited the listening descriptor, and never answers) is stale
     // too; the pid alone is not trusted, since a live endpoint in another pid namespace answers.
-    const bool gone = f.errnum == ECONNREFUSED || f.errnum == ENOENT ||
-                      (f.errnum != 0 && ::kill(e.pid, 0) != 0 && errno == ESRCH);
+    const bool gone =
+        f.errnum == ECONNREFUSED || f.errnum == ENOENT || (f.errnum != 0 && ::kill(e.pid, 0) != 0 && errno == ESRCH);
     if (gone) {
       ::unlink(e.path.c_str());
       continue;
@@ -154,7 +154,9 @@ int stats_main(int argc, char** argv) {
       o.watch = 1.0;
       if (i + 1 < argc && argv[i + 1][0] != '-') {
         o.watch = seconds_of(argv[++i]);
-        if (!o.watch) return fail(2, "--watch takes seconds from 0.1 to 86400 (e.g. --watch 2), not '" + std::string(argv[i]) + "'");
+        if (!o.watch)
+          return fail(2,
+                      "--watch takes seconds from 0.1 to 86400 (e.g. --watch 2), not '" + std::string(argv[i]) + "'");
       }
     } else if (a == "--pid") {
       if (i + 1 >= argc) return fail(2, "--pid needs a process id (e.g. --pid 4242)");
@@ -166,9 +168,12 @@ int stats_main(int argc, char** argv) {
   }
   if (!o.watch) {
     switch (show(o)) {
-      case Round::shown: return 0;
-      case Round::none: return 1;
-      case Round::bad_directory: return 2;
+      case Round::shown:
+        return 0;
+      case Round::none:
+        return 1;
+      case Round::bad_directory:
+        return 2;
     }
   }
   const bool terminal = !o.json && ::isatty(STDOUT_FILENO);

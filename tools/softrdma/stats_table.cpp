@@ -81,7 +81,8 @@ void qp_table(std::string& out, const JsonValue& qps) {
   for (const std::string& c : columns) {
     std::string heading = c;
     if (names_qp(c)) {
-      std::transform(heading.begin(), heading.end(), heading.begin(), [](char ch) { return static_cast<char>(std::toupper(ch)); });
+      std::transform(heading.begin(), heading.end(), heading.begin(),
+                     [](char ch) { return static_cast<char>(std::toupper(ch)); });
     }
     rows.back().push_back(heading);
   }

@@ -12,13 +12,12 @@ namespace {
 
 using namespace wire;
 
-constexpr const char* kUsage =
-    "usage: softrdma synth FILE\n"
-    "\n"
-    "Writes FILE (pcap): one RoCEv2 packet for every opcode IBTA defines (RC, UC, RD, UD,\n"
-    "CNP, XRC), over IPv4 and again over IPv6, built with softrdma's own packet builders,\n"
-    "with every header field set to a distinct value and the ICRC, IP and UDP checksums\n"
-    "computed. Decode it with 'softrdma dump FILE' or tshark.\n";
+constexpr const char* kUsage = "usage: softrdma synth FILE\n"
+                               "\n"
+                               "Writes FILE (pcap): one RoCEv2 packet for every opcode IBTA defines (RC, UC, RD, UD,\n"
+                               "CNP, XRC), over IPv4 and again over IPv6, built with softrdma's own packet builders,\n"
+                               "with every header field set to a distinct value and the ICRC, IP and UDP checksums\n"
+                               "computed. Decode it with 'softrdma dump FILE' or tshark.\n";
 
 // A payload pattern that does not look like any header a dissector might guess at.
 const std::array<std::uint8_t, 256>& payload_bytes() {
@@ -61,7 +60,8 @@ IbRepr ib_fields(Opcode op, std::uint32_t n) {
   // FIRST and MIDDLE packets carry exactly one path MTU (IBTA vol. 1 s9.7.2.1: here 256);
   // LAST and ONLY packets any length, so pad counts 0 to 3 all appear.
   if (oi.is(OpFlag::payload))
-    ib.payload = std::span<const std::uint8_t>(payload_bytes()).first(oi.is(OpFlag::last) ? 1 + (n % 7) + (n % 3) * 64 : 256);
+    ib.payload =
+        std::span<const std::uint8_t>(payload_bytes()).first(oi.is(OpFlag::last) ? 1 + (n % 7) + (n % 3) * 64 : 256);
   return ib;
 }
 
@@ -120,7 +120,8 @@ int synth_main(int argc, char** argv) {
   std::uint64_t t = 1'700'000'000'000'000'000ull;  // a fixed time: the file is reproducible
   for (const auto& f : frames) writer->write(t += 1000, f.bytes);
   writer->flush();
-  std::printf("softrdma synth: wrote %zu packets (every defined opcode over IPv4 and IPv6) to %s\n", frames.size(), argv[1]);
+  std::printf("softrdma synth: wrote %zu packets (every defined opcode over IPv4 and IPv6) to %s\n", frames.size(),
+              argv[1]);
   return 0;
 }
 

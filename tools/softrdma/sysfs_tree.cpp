@@ -64,7 +64,8 @@ std::string write_files(const fs::path& root, const std::vector<shim::SysfsFile>
     if (ec) return "cannot create " + p.parent_path().string() + ": " + ec.message();
     if (names_directory(f)) continue;
     const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);  // sysfs: read-only
-    const bool written = fd >= 0 && ::write(fd, f.content.data(), f.content.size()) == static_cast<ssize_t>(f.content.size());
+    const bool written =
+        fd >= 0 && ::write(fd, f.content.data(), f.content.size()) == static_cast<ssize_t>(f.content.size());
     const int err = errno;
     if (fd >= 0) ::close(fd);
     if (!written) return "cannot write " + p.string() + ": " + std::strerror(err);

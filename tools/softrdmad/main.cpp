@@ -118,9 +118,9 @@ bool read_config(const std::string& path, Settings& out, std::string& error) {
   return true;
 }
 
-constexpr std::string_view kValued[] = {"ip",        "socket",   "group",       "capture",      "faults",
-                                        "config",    "backend",  "eal",         "dpdk-port",    "dpdk-mac",
-                                        "dpdk-queues", "poll-interval", "shutdown-grace", "gateway"};
+constexpr std::string_view kValued[] = {
+    "ip",  "socket",    "group",    "capture",     "faults",        "config",         "backend",
+    "eal", "dpdk-port", "dpdk-mac", "dpdk-queues", "poll-interval", "shutdown-grace", "gateway"};
 
 // What only the dpdk backend takes.
 constexpr std::string_view kDpdkOnly[] = {"eal", "dpdk-port", "dpdk-mac", "dpdk-queues", "poll-interval", "gateway"};

@@ -130,8 +130,10 @@ int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* d
   // The source is the device's address once resolved, even when the ID was bound to a wildcard.
   sockaddr_storage& srcs = id.id.route.addr.src_storage;
   std::memcpy(&srcs, &d->address, sizeof srcs);
-  if (srcs.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&srcs)->sin_port = htons(id.port);
-  else reinterpret_cast<sockaddr_in6*>(&srcs)->sin6_port = htons(id.port);
+  if (srcs.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&srcs)->sin_port = htons(id.port);
+  else
+    reinterpret_cast<sockaddr_in6*>(&srcs)->sin6_port = htons(id.port);
   // One socket bound to one address: an IPv4 device cannot reach an IPv6 peer, nor the reverse.
   if (core::is_ipv4_mapped(d->gid) != core::is_ipv4_mapped(dgid)) {
     queue_local(id, RDMA_CM_EVENT_ADDR_ERROR, -EHOSTUNREACH);

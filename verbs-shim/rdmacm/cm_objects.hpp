@@ -84,10 +84,10 @@ enum class IdState : std::uint8_t {
   addr_resolved,
   route_resolved,
   listening,
-  connecting,     // REQ or SIDR_REQ sent
-  requested,      // a REQ or SIDR_REQ from a peer, not yet answered
-  accepted,       // REP sent, waiting for the RTU
-  replied,        // REP received, no QP to ready: waiting for rdma_establish
+  connecting,  // REQ or SIDR_REQ sent
+  requested,   // a REQ or SIDR_REQ from a peer, not yet answered
+  accepted,    // REP sent, waiting for the RTU
+  replied,     // REP received, no QP to ready: waiting for rdma_establish
   connected,
   disconnecting,  // DREQ sent
   disconnected,
@@ -98,26 +98,26 @@ struct Id {
   Channel* channel = nullptr;
   bool own_channel = false;  // a synchronous ID (rdma_create_ep): its calls wait for their events
   IdState state = IdState::idle;
-  std::uint16_t port = 0;          // host order; 0 until bound
-  std::uint32_t connection = 0;    // the engine's connection (its local communication ID)
-  std::uint32_t listener = 0;      // the engine's listen handle, from rdma_bind_addr on
+  std::uint16_t port = 0;        // host order; 0 until bound
+  std::uint32_t connection = 0;  // the engine's connection (its local communication ID)
+  std::uint32_t listener = 0;    // the engine's listen handle, from rdma_bind_addr on
   // Requests that came between rdma_bind_addr and rdma_listen: rdma_listen reports them.
   bool accepting = false;
   std::vector<core::CmEvent> held_requests;
   bool peer_disconnected = false;  // a DREQ came: rdma_disconnect answers it
   std::optional<wire::CmReq> req;  // sent or received
   std::optional<wire::CmRep> rep;
-  std::uint8_t responder_resources = 0;  // what the QP ends up with (max_dest_rd_atomic)
-  std::uint8_t initiator_depth = 0;      // (max_rd_atomic)
-  std::uint32_t sq_psn = 0;  // the peer's starting PSN (its REQ's or REP's)
-  std::uint32_t rq_psn = 0;  // ours, sent in our REQ or REP
-  ibv_sa_path_rec path{};  // route.path_rec points here once resolved
-  std::uint8_t tos = 0;                      // RDMA_OPTION_ID_TOS: the GRH's traffic class
-  std::optional<std::uint8_t> ack_timeout;   // RDMA_OPTION_ID_ACK_TIMEOUT
-  int unacked_events = 0;  // rdma_destroy_id waits for these (rdma_cma.h)
+  std::uint8_t responder_resources = 0;     // what the QP ends up with (max_dest_rd_atomic)
+  std::uint8_t initiator_depth = 0;         // (max_rd_atomic)
+  std::uint32_t sq_psn = 0;                 // the peer's starting PSN (its REQ's or REP's)
+  std::uint32_t rq_psn = 0;                 // ours, sent in our REQ or REP
+  ibv_sa_path_rec path{};                   // route.path_rec points here once resolved
+  std::uint8_t tos = 0;                     // RDMA_OPTION_ID_TOS: the GRH's traffic class
+  std::optional<std::uint8_t> ack_timeout;  // RDMA_OPTION_ID_ACK_TIMEOUT
+  int unacked_events = 0;                   // rdma_destroy_id waits for these (rdma_cma.h)
   std::mutex mutex;
   std::condition_variable acked;
-  bool own_cqs = false;      // send_cq and recv_cq (and their channels) are this library's
+  bool own_cqs = false;  // send_cq and recv_cq (and their channels) are this library's
   // A passive rdma_create_ep's QP attributes: rdma_get_request gives each request's ID a QP.
   std::optional<ibv_qp_init_attr> request_qp;
   std::vector<Membership> groups;  // guarded by `mutex`
@@ -130,7 +130,7 @@ inline Channel& channel_of(rdma_event_channel* c) { return *reinterpret_cast<Cha
 struct Device {
   host::DeviceLink* link = nullptr;
   ibv_context* context = nullptr;
-  ibv_pd* pd = nullptr;  // rdma_create_qp's when the application gives none
+  ibv_pd* pd = nullptr;        // rdma_create_qp's when the application gives none
   sockaddr_storage address{};  // the address the device holds, port 0
   core::Gid gid{};
 };

@@ -19,7 +19,7 @@ namespace softrdma::rdmacm {
 namespace {
 
 constexpr std::uint8_t kDefaultAckTimeout = 0x11;  // 537 ms, as rdma_cm on RoCE sends
-constexpr std::uint8_t kMinRnrTimer = 12;  // 0.64 ms (IBTA table 45)
+constexpr std::uint8_t kMinRnrTimer = 12;          // 0.64 ms (IBTA table 45)
 // The largest READ/atomic depth of the engine (DeviceLimits: max_qp_rd_atom, max_qp_init_rd_atom).
 constexpr std::uint8_t kMaxRdAtomic = 16;
 constexpr std::size_t kReqUserData = sizeof(wire::CmReq::private_data) - wire::kIpCmHeaderLength;
@@ -104,7 +104,8 @@ int to_init(ibv_qp* qp) {
     a.qkey = kUdpQkey;
     mask |= IBV_QP_QKEY;
   } else {
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    a.qp_access_flags =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     mask |= IBV_QP_ACCESS_FLAGS;
   }
   return ibv_modify_qp(qp, &a, mask);
@@ -152,7 +153,8 @@ ibv_qp_attr rts_attr(const Id& id, const Peer& p, int& mask) {
   a.rnr_retry = p.rnr_retry;
   a.max_rd_atomic = id.initiator_depth;
   mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-  if (id.id.qp_type == IBV_QPT_RC) mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+  if (id.id.qp_type == IBV_QPT_RC)
+    mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
   return a;
 }
 
@@ -166,14 +168,14 @@ int ready_qp(Id& id, const Peer& p) {
 
 // The active side's view of its connection, once the REP is in.
 Peer active_peer(const Id& id) {
-  return {id.rep->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout,
-          id.req->retry_count, id.rep->rnr_retry_count};
+  return {id.rep->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout, id.req->retry_count,
+          id.rep->rnr_retry_count};
 }
 
 // The passive side's, from the REQ.
 Peer passive_peer(const Id& id) {
-  return {id.req->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout,
-          id.req->retry_count, id.req->rnr_retry_count};
+  return {id.req->local_qpn, id.req->path_mtu, id.req->primary.local_ack_timeout, id.req->retry_count,
+          id.req->rnr_retry_count};
 }
 
 std::uint8_t depth(std::uint8_t asked) { return asked == RDMA_MAX_INIT_DEPTH ? kMaxRdAtomic : asked; }
@@ -453,8 +455,9 @@ int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   }
   core::CmConnect c;
   if (!with_ip_header<kReqUserData>(id, param, c.private_data)) return fail(EINVAL);
-  if (param != nullptr && ((param->responder_resources > kMaxRdAtomic && param->responder_resources != RDMA_MAX_RESP_RES) ||
-                           (param->initiator_depth > kMaxRdAtomic && param->initiator_depth != RDMA_MAX_INIT_DEPTH)))
+  if (param != nullptr &&
+      ((param->responder_resources > kMaxRdAtomic && param->responder_resources != RDMA_MAX_RESP_RES) ||
+       (param->initiator_depth > kMaxRdAtomic && param->initiator_depth != RDMA_MAX_INIT_DEPTH)))
     return fail(EINVAL);
   c.service_id = service;
   c.remote_gid = remote;
@@ -494,8 +497,8 @@ int srdma_rdmacm_rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   Id& id = id_of(cm_id);
   if (id.state != IdState::requested) return fail(EINVAL);
   release_request_event(id);
-  const auto user = param != nullptr ? bytes_of(param->private_data, param->private_data_len)
-                                     : std::span<const std::uint8_t>{};
+  const auto user =
+      param != nullptr ? bytes_of(param->private_data, param->private_data_len) : std::span<const std::uint8_t>{};
   if (cm_id->qp_type == IBV_QPT_UD) {
     if (cm_id->qp == nullptr) return fail(EINVAL);
     core::CmServiceAnswer a{core::sidr_status::valid, cm_id->qp->qp_num, kUdpQkey, {user.begin(), user.end()}};
@@ -535,7 +538,8 @@ int srdma_rdmacm_rdma_reject(rdma_cm_id* cm_id, const void* private_data, std::u
   release_request_event(id);
   const auto user = bytes_of(private_data, private_data_len);
   const int err = cm_id->qp_type == IBV_QPT_UD
-                      ? dev().link->cm_answer_service(id.connection, {core::sidr_status::rejected, 0, 0, {user.begin(), user.end()}})
+                      ? dev().link->cm_answer_service(id.connection,
+                                                      {core::sidr_status::rejected, 0, 0, {user.begin(), user.end()}})
                       : dev().link->cm_reject(id.connection, user);
   if (err != 0) return fail(err);
   id.state = IdState::disconnected;
@@ -587,8 +591,8 @@ int srdma_rdmacm_rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, int* ma
         attr->qkey = kUdpQkey;
         *mask |= IBV_QP_QKEY;
       } else {
-        attr->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                IBV_ACCESS_REMOTE_ATOMIC;
+        attr->qp_access_flags =
+            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
         *mask |= IBV_QP_ACCESS_FLAGS;
       }
       return 0;

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "verbs-shim/private_device.hpp"
-#include "verbs-shim/rdmacm/devices.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
+#include "verbs-shim/rdmacm/devices.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
@@ -41,7 +41,8 @@ Opened* the_opened = new Opened;
 std::string text_of(const sockaddr* a) {
   char buf[INET6_ADDRSTRLEN] = {};
   if (a->sa_family == AF_INET) inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, buf, sizeof buf);
-  if (a->sa_family == AF_INET6) inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
+  if (a->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, buf, sizeof buf);
   return buf;
 }
 
@@ -132,9 +133,7 @@ core::Gid gid_of(const sockaddr* a) {
   return g;
 }
 
-bool serves(const Device& d, const sockaddr* a) {
-  return is_wildcard(a) || gid_of(a) == d.gid;
-}
+bool serves(const Device& d, const sockaddr* a) { return is_wildcard(a) || gid_of(a) == d.gid; }
 
 std::uint16_t port_of(const sockaddr* a) {
   if (a == nullptr) return 0;
@@ -164,8 +163,10 @@ int bind_id(Id& id, const sockaddr* address) {
   src = {};
   const sockaddr* chosen = address != nullptr ? address : reinterpret_cast<const sockaddr*>(&d->address);
   std::memcpy(&src, chosen, address_length(chosen));
-  if (src.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&src)->sin_port = htons(port);
-  else reinterpret_cast<sockaddr_in6*>(&src)->sin6_port = htons(port);
+  if (src.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&src)->sin_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in6*>(&src)->sin6_port = htons(port);
   id.id.verbs = d->context;
   if (id.id.pd == nullptr) id.id.pd = d->pd;  // the device's shared PD, as rdma_reg_msgs expects
   id.id.port_num = 1;

@@ -20,7 +20,7 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  ibv_device** list = nullptr;  // the last ibv_get_device_list: it keeps our ibv_devices valid
+  ibv_device** list = nullptr;                     // the last ibv_get_device_list: it keeps our ibv_devices valid
   std::vector<std::unique_ptr<CmDevice>> devices;  // stable addresses: ids point at them
 };
 

@@ -14,14 +14,14 @@ namespace softrdma::rdmacm {
 
 struct CmDevice {
   ibv_device* device = nullptr;
-  __be64 guid = 0;                 // ibv_get_device_guid: how a device is matched
-  ibv_context* verbs = nullptr;    // opened on first use, never closed
-  ibv_pd* pd = nullptr;            // id->pd of the ids on this device; while refcnt > 0
-  int port_cnt = 0;                // the device's limits, read when it is opened
+  __be64 guid = 0;               // ibv_get_device_guid: how a device is matched
+  ibv_context* verbs = nullptr;  // opened on first use, never closed
+  ibv_pd* pd = nullptr;          // id->pd of the ids on this device; while refcnt > 0
+  int port_cnt = 0;              // the device's limits, read when it is opened
   int max_qpsize = 0;
   std::uint8_t max_initiator_depth = 0;
   std::uint8_t max_responder_resources = 0;
-  int refcnt = 0;                  // rdma_get_devices lists not freed + ids holding it
+  int refcnt = 0;  // rdma_get_devices lists not freed + ids holding it
 };
 
 // rdma-core's ucma_init: lists the process's devices (ibv_get_device_list), once. 0, or -1

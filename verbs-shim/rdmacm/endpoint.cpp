@@ -49,7 +49,8 @@ void release_request_event(Id& id) {
 void destroy_own_cqs(Id& id) {
   if (!id.own_cqs) return;
   rdma_cm_id* cm = &id.id;
-  for (auto [cq, channel] : {std::pair{&cm->send_cq, &cm->send_cq_channel}, std::pair{&cm->recv_cq, &cm->recv_cq_channel}}) {
+  for (auto [cq, channel] :
+       {std::pair{&cm->send_cq, &cm->send_cq_channel}, std::pair{&cm->recv_cq, &cm->recv_cq_channel}}) {
     if (*cq != nullptr) ibv_destroy_cq(*cq);
     if (*channel != nullptr) ibv_destroy_comp_channel(*channel);
     *cq = nullptr;

@@ -28,7 +28,6 @@ struct Routes {
   std::map<std::uint32_t, std::vector<core::CmEvent>> early_requests;
 };
 
-
 Routes* the_routes = new Routes;  // events may arrive during static destruction
 
 Routes& routes() { return *the_routes; }
@@ -110,7 +109,6 @@ void fill_local(Id& id, const Local& l, Event& out) {
   out.event.event = l.type;
   out.event.status = l.status;
 }
-
 
 // A process's device goes with it, so its connections end first, as the kernel ends those of a
 // process that exits: each peer hears a DREQ or a REJ (ConnectionManager::destroy) instead of

@@ -25,11 +25,10 @@
 //
 // Every part of the answer comes from malloc/calloc/strdup and is freed one by one by
 // rdma_freeaddrinfo, so a program may also free it with rdma-core's own (ABI compatible).
+#include <infiniband/ib.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-
-#include <infiniband/ib.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -52,19 +51,31 @@ addrinfo to_socket_hints(const rdma_addrinfo& rai) {
     case IBV_QPT_RC:
     case IBV_QPT_UC:
     case IBV_QPT_XRC_SEND:
-    case IBV_QPT_XRC_RECV: ai.ai_socktype = SOCK_STREAM; break;
-    case IBV_QPT_UD: ai.ai_socktype = SOCK_DGRAM; break;
-    default: break;
+    case IBV_QPT_XRC_RECV:
+      ai.ai_socktype = SOCK_STREAM;
+      break;
+    case IBV_QPT_UD:
+      ai.ai_socktype = SOCK_DGRAM;
+      break;
+    default:
+      break;
   }
   switch (rai.ai_port_space) {
-    case RDMA_PS_TCP: ai.ai_protocol = IPPROTO_TCP; break;
-    case RDMA_PS_IPOIB:
-    case RDMA_PS_UDP: ai.ai_protocol = IPPROTO_UDP; break;
-    case RDMA_PS_IB:
-      if (ai.ai_socktype == SOCK_STREAM) ai.ai_protocol = IPPROTO_TCP;
-      else if (ai.ai_socktype == SOCK_DGRAM) ai.ai_protocol = IPPROTO_UDP;
+    case RDMA_PS_TCP:
+      ai.ai_protocol = IPPROTO_TCP;
       break;
-    default: break;
+    case RDMA_PS_IPOIB:
+    case RDMA_PS_UDP:
+      ai.ai_protocol = IPPROTO_UDP;
+      break;
+    case RDMA_PS_IB:
+      if (ai.ai_socktype == SOCK_STREAM)
+        ai.ai_protocol = IPPROTO_TCP;
+      else if (ai.ai_socktype == SOCK_DGRAM)
+        ai.ai_protocol = IPPROTO_UDP;
+      break;
+    default:
+      break;
   }
   return ai;
 }
@@ -83,11 +94,14 @@ int copy_addr(sockaddr** dst, socklen_t* dst_len, const sockaddr* src, socklen_t
 // The port of an IP or IB address, network order (rdma-core's ucma_get_port).
 __be16 port_of(const sockaddr* addr) {
   switch (addr->sa_family) {
-    case AF_INET: return reinterpret_cast<const sockaddr_in*>(addr)->sin_port;
-    case AF_INET6: return reinterpret_cast<const sockaddr_in6*>(addr)->sin6_port;
+    case AF_INET:
+      return reinterpret_cast<const sockaddr_in*>(addr)->sin_port;
+    case AF_INET6:
+      return reinterpret_cast<const sockaddr_in6*>(addr)->sin6_port;
     case AF_IB:
       return htobe16(static_cast<std::uint16_t>(be64toh(reinterpret_cast<const sockaddr_ib*>(addr)->sib_sid)));
-    default: return 0;
+    default:
+      return 0;
   }
 }
 

@@ -104,7 +104,8 @@ int srdma_rdmacm_rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_
   if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
   constexpr std::uint32_t kNeeded = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
   if (attr->comp_mask & ~kNeeded) return fail(EOPNOTSUPP);
-  if ((attr->comp_mask & kNeeded) != kNeeded || attr->join_flags >= static_cast<std::uint32_t>(RDMA_MC_JOIN_FLAG_RESERVED))
+  if ((attr->comp_mask & kNeeded) != kNeeded ||
+      attr->join_flags >= static_cast<std::uint32_t>(RDMA_MC_JOIN_FLAG_RESERVED))
     return fail(EINVAL);
   return join(id_of(cm_id), attr->addr, attr->join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER, context);
 }

@@ -37,6 +37,6 @@
 // script would do too; binding explicitly keeps the node next to the code (as verbs_api.hpp's
 // SRDMA_DEFAULT_VERSION does), and the internal name stays out of the dynamic table because
 // the script ends in `local: *`.
-#define SRDMA_RDMACM_VERSION(name, node)                                                          \
+#define SRDMA_RDMACM_VERSION(name, node)                                                                 \
   extern "C" SRDMA_CM_EXPORT SRDMA_CM_SYMVER_ATTR(#name "@@" node) decltype(::name) srdma_rdmacm_##name; \
   SRDMA_CM_SYMVER_ASM(srdma_rdmacm_##name, #name "@@" node)

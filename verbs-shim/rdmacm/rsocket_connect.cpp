@@ -21,9 +21,7 @@ namespace {
 constexpr int kResolveTimeoutMs = 2000;
 constexpr int kAcceptWakeMs = 100;
 
-socklen_t length_of(const sockaddr* a) {
-  return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
+socklen_t length_of(const sockaddr* a) { return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in); }
 
 // An address a stream rsocket can use: 0, or an errno value.
 int check_address(const sockaddr* a, socklen_t len) {
@@ -82,7 +80,8 @@ void on_opening_event(Rsocket& s, rdma_cm_event_type type, int status, const std
           rdma_disconnect(s.id);
           return connect_failed(s, EPROTO);
         }
-        const wire::ConnData peer = wire::parse(std::span<const std::uint8_t, wire::kConnDataSize>(data, wire::kConnDataSize));
+        const wire::ConnData peer =
+            wire::parse(std::span<const std::uint8_t, wire::kConnDataSize>(data, wire::kConnDataSize));
         if (peer.version != wire::kVersion) {
           rdma_disconnect(s.id);
           return connect_failed(s, EOPNOTSUPP);
@@ -261,7 +260,8 @@ int srdma_rdmacm_raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
   s->id = child;
   child->context = s.get();
   if (len < wire::kConnDataSize) return refuse(EPROTO);
-  const wire::ConnData peer = wire::parse(std::span<const std::uint8_t, wire::kConnDataSize>(data, wire::kConnDataSize));
+  const wire::ConnData peer =
+      wire::parse(std::span<const std::uint8_t, wire::kConnDataSize>(data, wire::kConnDataSize));
   if (peer.version != wire::kVersion) return refuse(EOPNOTSUPP);
   std::unique_lock lock(s->mutex);
   if (const int err = create_endpoint(*s)) return refuse(err);

@@ -21,7 +21,8 @@ bool nonblocking(const Rsocket& s, int flags) { return (s.fd_flags & O_NONBLOCK)
 // A free index of the peer's table, or -1.
 int free_index(const Rsocket& s) {
   for (std::uint32_t i = 0; i < s.remote_iomap.length; ++i) {
-    const bool used = std::any_of(s.maps.begin(), s.maps.end(), [i](const Mapping& m) { return m.index == static_cast<int>(i); });
+    const bool used =
+        std::any_of(s.maps.begin(), s.maps.end(), [i](const Mapping& m) { return m.index == static_cast<int>(i); });
     if (!used) return static_cast<int>(i);
   }
   return -1;
@@ -57,11 +58,12 @@ int send_iomaps(Rsocket& s, std::unique_lock<std::mutex>& lock, bool nb) {
       if (!can_send(s)) return send_closed(s);
     }
     std::uint8_t entry[wire::kIomapSize];
-    const wire::Iomap iom{m.offset, {reinterpret_cast<std::uintptr_t>(m.mr->addr), m.mr->rkey,
-                                     static_cast<std::uint32_t>(m.mr->length)}};
+    const wire::Iomap iom{
+        m.offset, {reinterpret_cast<std::uintptr_t>(m.mr->addr), m.mr->rkey, static_cast<std::uint32_t>(m.mr->length)}};
     wire::emit_iomap(iom, s.peer_big, std::span<std::uint8_t, wire::kIomapSize>(entry));
     ibv_sge sge{reinterpret_cast<std::uintptr_t>(entry), wire::kIomapSize, 0};
-    const std::uint64_t where = s.remote_iomap.addr + std::uint64_t{wire::kIomapSize} * static_cast<std::uint32_t>(m.index);
+    const std::uint64_t where =
+        s.remote_iomap.addr + std::uint64_t{wire::kIomapSize} * static_cast<std::uint32_t>(m.index);
     const std::uint32_t msg = wire::message(wire::Op::iomap_sgl, static_cast<std::uint32_t>(m.index));
     if (post_write(s, &sge, 1, msg, 0, true, true, where, s.remote_iomap.key) != 0) return EIO;
     // It is a message like data: it takes a credit and a queue entry.
@@ -106,7 +108,8 @@ int srdma_rdmacm_riounmap(int socket, void* buf, size_t len) {
   if (!p) return fail(EBADF);
   Rsocket& s = *p;
   std::lock_guard lock(s.mutex);
-  const auto it = std::find_if(s.maps.begin(), s.maps.end(), [&](const Mapping& m) { return m.addr == buf && m.length == len; });
+  const auto it =
+      std::find_if(s.maps.begin(), s.maps.end(), [&](const Mapping& m) { return m.addr == buf && m.length == len; });
   if (it == s.maps.end()) return fail(EINVAL);
   // The peer is not told (nor is it by rdma-core): its entry stays, and writes to it fail.
   ibv_dereg_mr(it->mr);

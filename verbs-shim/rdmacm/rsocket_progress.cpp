@@ -30,9 +30,7 @@ std::uint64_t unread_bytes(const Rsocket& s) {
   return n;
 }
 
-bool qp_usable(const Rsocket& s) {
-  return s.id != nullptr && s.id->qp != nullptr && (s.phase == Phase::connected);
-}
+bool qp_usable(const Rsocket& s) { return s.id != nullptr && s.id->qp != nullptr && (s.phase == Phase::connected); }
 
 // An SGE the peer wrote into our target SGL (op sgl with 16 bytes): the next half of its
 // receive buffer. The peer fills entries in turn, starting at 1; each is read once its
@@ -178,8 +176,7 @@ bool can_send(const Rsocket& s) {
 }
 
 bool all_sends_done(const Rsocket& s) {
-  return s.phase != Phase::connected ||
-         (s.ctrl_in_flight == 0 && s.sqe_avail == s.opt.sq_size - wire::kCtrlSlots);
+  return s.phase != Phase::connected || (s.ctrl_in_flight == 0 && s.sqe_avail == s.opt.sq_size - wire::kCtrlSlots);
 }
 
 std::uint32_t ring_space(const Rsocket& s, std::uint32_t want) {

@@ -32,7 +32,7 @@ inline constexpr std::uint32_t kDefaultBuffer = 1 << 17;  // SO_SNDBUF / SO_RCVB
 inline constexpr std::uint16_t kDefaultQueue = 384;       // send and receive queue entries
 inline constexpr std::uint16_t kDefaultInline = 64;       // bytes sent inline
 inline constexpr std::uint16_t kQueueMin = 16, kQueueMax = 0xFFFE;
-inline constexpr std::uint32_t kSendLowWater = 2048;  // POLLOUT needs this much send buffer
+inline constexpr std::uint32_t kSendLowWater = 2048;                         // POLLOUT needs this much send buffer
 inline constexpr std::uint32_t kFirstTransfer = 2048, kMaxTransfer = 65536;  // per WRITE, growing
 inline constexpr std::uint32_t kCtrlInline = 32;  // control messages are inline: at least an iomap entry
 // The engine's limit for inline data (DeviceLimits::max_inline_data): a larger RDMA_INLINE
@@ -97,9 +97,9 @@ struct Rsocket {
   Options opt;
   Phase phase = Phase::idle;
   bool readable = false, writable = false;  // the halves of a connected socket
-  bool established = false;  // our QP may send: the active side's REP is in, the RTU reached us
-  int fd_flags = 0;          // rfcntl's F_GETFL/F_SETFL (O_NONBLOCK)
-  int err = 0;               // SO_ERROR
+  bool established = false;                 // our QP may send: the active side's REP is in, the RTU reached us
+  int fd_flags = 0;                         // rfcntl's F_GETFL/F_SETFL (O_NONBLOCK)
+  int err = 0;                              // SO_ERROR
   std::chrono::steady_clock::time_point connect_start{};
 
   rdma_event_channel* channel = nullptr;

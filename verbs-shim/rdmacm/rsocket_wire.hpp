@@ -68,10 +68,10 @@ inline constexpr std::size_t kConnDataSize = 40;
 struct ConnData {
   std::uint8_t version = kVersion;
   std::uint8_t flags = 0;
-  std::uint16_t credits = 0;             // receives posted: the peer's first sequence limit
-  std::uint8_t target_iomap_size = 0;    // scaled (scale_of): entries the peer may fill
-  Sge target_sgl;                        // where the peer writes SGEs; length = entry count
-  Sge data_buf;                          // the first half of the receive buffer
+  std::uint16_t credits = 0;           // receives posted: the peer's first sequence limit
+  std::uint8_t target_iomap_size = 0;  // scaled (scale_of): entries the peer may fill
+  Sge target_sgl;                      // where the peer writes SGEs; length = entry count
+  Sge data_buf;                        // the first half of the receive buffer
 };
 
 inline constexpr bool host_is_big_endian() { return std::endian::native == std::endian::big; }

@@ -39,13 +39,13 @@ struct Ddp {
 
 struct DdpHeader {
   bool tagged = false;
-  bool last = true;               // L: the last segment of its DDP message
-  std::uint8_t ulp_control = 0;   // octet 1, RsvdULP
+  bool last = true;              // L: the last segment of its DDP message
+  std::uint8_t ulp_control = 0;  // octet 1, RsvdULP
   // Tagged buffer model (tagged == true).
   std::uint32_t stag = 0;
   std::uint64_t tagged_offset = 0;
   // Untagged buffer model (tagged == false).
-  std::uint32_t ulp_word = 0;     // octets 2..5, RsvdULP
+  std::uint32_t ulp_word = 0;  // octets 2..5, RsvdULP
   std::uint32_t queue_number = 0;
   std::uint32_t message_sequence_number = 0;
   std::uint32_t message_offset = 0;

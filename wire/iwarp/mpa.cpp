@@ -46,9 +46,8 @@ Result<MpaRequestReply> MpaRequestReply::parse(std::span<const std::uint8_t> byt
   std::span<const std::uint8_t> pd = bytes.subspan(MpaFrame::header_length, *total - MpaFrame::header_length);
   if (enhanced_frame(p)) {
     const std::uint8_t* w = pd.data();
-    f.enhanced = MpaEnhanced{MpaIrdOrd::ird::get(w),       MpaIrdOrd::ord::get(w),
-                             MpaIrdOrd::peer_to_peer::get(w), MpaIrdOrd::send_rtr::get(w),
-                             MpaIrdOrd::write_rtr::get(w),    MpaIrdOrd::read_rtr::get(w)};
+    f.enhanced = MpaEnhanced{MpaIrdOrd::ird::get(w),      MpaIrdOrd::ord::get(w),       MpaIrdOrd::peer_to_peer::get(w),
+                             MpaIrdOrd::send_rtr::get(w), MpaIrdOrd::write_rtr::get(w), MpaIrdOrd::read_rtr::get(w)};
     pd = pd.subspan(MpaIrdOrd::length);
   }
   f.private_data.assign(pd.begin(), pd.end());

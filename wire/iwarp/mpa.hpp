@@ -33,9 +33,9 @@ struct MpaFrame {
   static constexpr std::size_t key_length = 16;
   static constexpr std::size_t header_length = 20;
   static constexpr std::size_t max_private_data = 512;  // RFC 5044 s7.1, PD_Length
-  using markers = Flag<16, 0x80>;  // M: the sender wants markers in the FPDUs it receives
-  using crc = Flag<16, 0x40>;      // C: the sender wants CRCs (used if either side asks)
-  using reject = Flag<16, 0x20>;   // R: the responder refuses the connection
+  using markers = Flag<16, 0x80>;                       // M: the sender wants markers in the FPDUs it receives
+  using crc = Flag<16, 0x40>;                           // C: the sender wants CRCs (used if either side asks)
+  using reject = Flag<16, 0x20>;                        // R: the responder refuses the connection
   // Revision 2 only: the private data starts with the RFC 6581 IRD/ORD words. RFC 5044 calls
   // these bits Res; Linux siw (MPA_RR_FLAG_ENHANCED) and cxgb4 use 0x10 for this.
   using enhanced = Flag<16, 0x10>;
@@ -50,8 +50,8 @@ struct MpaIrdOrd {
   using peer_to_peer = Flag<0, 0x80>;  // A: peer-to-peer model, a ready-to-receive message follows
   using send_rtr = Flag<0, 0x40>;      // B: that message may be a zero-length Send
   using ird = Field<0, 2, 0x3FFF>;
-  using write_rtr = Flag<2, 0x80>;     // C: ... a zero-length RDMA Write
-  using read_rtr = Flag<2, 0x40>;      // D: ... a zero-length RDMA Read
+  using write_rtr = Flag<2, 0x80>;  // C: ... a zero-length RDMA Write
+  using read_rtr = Flag<2, 0x40>;   // D: ... a zero-length RDMA Read
   using ord = Field<2, 2, 0x3FFF>;
 };
 
@@ -73,9 +73,9 @@ struct MpaRequestReply {
   bool markers = false;
   bool crc = false;
   bool reject = false;
-  std::uint8_t revision = 1;              // 1 (RFC 5044) or 2 (RFC 6581)
-  std::optional<MpaEnhanced> enhanced;    // revision 2 with the enhanced flag
-  std::vector<std::uint8_t> private_data; // the ULP's private data, after the IRD/ORD words
+  std::uint8_t revision = 1;               // 1 (RFC 5044) or 2 (RFC 6581)
+  std::optional<MpaEnhanced> enhanced;     // revision 2 with the enhanced flag
+  std::vector<std::uint8_t> private_data;  // the ULP's private data, after the IRD/ORD words
 
   // Checks the fixed 20-byte header (key, revision, PD_Length) at the start of `header` and
   // returns the whole frame's length. `truncated` if fewer than 20 bytes are given.

@@ -220,9 +220,9 @@ std::string describe_message(const RdmapMessage& m) {
   }
   if (m.opcode == RdmapOpcode::terminate) {
     const RdmapTerminate& t = m.terminate;
-    s += format(" layer %u type %u code 0x%02x%s%s%s", unsigned{t.layer}, unsigned{t.error_type},
-                unsigned{t.error_code}, t.segment_length_valid ? " M" : "", t.has_ddp_header ? " D" : "",
-                t.has_rdmap_header ? " R" : "");
+    s +=
+        format(" layer %u type %u code 0x%02x%s%s%s", unsigned{t.layer}, unsigned{t.error_type}, unsigned{t.error_code},
+               t.segment_length_valid ? " M" : "", t.has_ddp_header ? " D" : "", t.has_rdmap_header ? " R" : "");
   }
   return s;
 }

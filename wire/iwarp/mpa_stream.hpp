@@ -30,13 +30,13 @@ enum class MpaItemKind : std::uint8_t { request, reply, fpdu, error };
 
 struct MpaFpduInfo {
   std::uint16_t ulpdu_length = 0;
-  std::size_t markers = 0;          // markers removed from this FPDU (one opening it included)
-  bool crc_checked = false;         // CRCs negotiated: crc_received was checked
-  bool crc_ok = false;              // crc_checked and the CRC matched (markers included, s4.4)
-  std::uint32_t crc_received = 0;   // the CRC field, read little-endian
-  std::uint32_t crc_computed = 0;   // crc_checked only
-  std::size_t payload_length = 0;   // ULPDU bytes after the DDP and RDMAP headers
-  RdmapMessage message;             // message.payload: valid only until the decoder is fed again
+  std::size_t markers = 0;         // markers removed from this FPDU (one opening it included)
+  bool crc_checked = false;        // CRCs negotiated: crc_received was checked
+  bool crc_ok = false;             // crc_checked and the CRC matched (markers included, s4.4)
+  std::uint32_t crc_received = 0;  // the CRC field, read little-endian
+  std::uint32_t crc_computed = 0;  // crc_checked only
+  std::size_t payload_length = 0;  // ULPDU bytes after the DDP and RDMAP headers
+  RdmapMessage message;            // message.payload: valid only until the decoder is fed again
 };
 
 // One decoded unit of the stream. Exactly one of frame / fpdu / error is meaningful, by kind.
@@ -96,25 +96,25 @@ class MpaStreamDecoder {
 
   static constexpr std::size_t capacity = fpdu_length(Fpdu::max_ulpdu);
 
-  std::unique_ptr<std::uint8_t[]> buffer_;  // the current unit, markers removed
-  std::size_t fill_ = 0;                    // bytes of buffer_ filled
+  std::unique_ptr<std::uint8_t[]> buffer_;      // the current unit, markers removed
+  std::size_t fill_ = 0;                        // bytes of buffer_ filled
   std::size_t need_ = MpaFrame::header_length;  // bytes the current phase waits for
   Phase phase_ = Phase::frame_header;
-  std::uint64_t offset_ = 0;                // stream bytes consumed
-  std::uint64_t unit_start_ = 0;            // stream offset of the current unit's first byte
+  std::uint64_t offset_ = 0;      // stream bytes consumed
+  std::uint64_t unit_start_ = 0;  // stream offset of the current unit's first byte
   bool unit_started_ = false;
 
-  bool markers_ = false;      // in force for the current unit
+  bool markers_ = false;  // in force for the current unit
   bool crc_ = false;
   bool want_markers_ = false;  // for the next unit: from the frame, or set_negotiated()
   bool want_crc_ = false;
   bool negotiated_ = false;
-  std::uint64_t marker_base_ = 0;           // stream offset of full operation's first byte
+  std::uint64_t marker_base_ = 0;  // stream offset of full operation's first byte
   std::uint8_t marker_[MpaMarker::length] = {};
   std::size_t marker_fill_ = 0;
   std::size_t unit_markers_ = 0;
-  std::uint32_t crc_running_ = 0;           // over the unit's bytes before its CRC field
-  std::size_t crc_field_at_ = 0;            // buffer offset of the CRC field
+  std::uint32_t crc_running_ = 0;  // over the unit's bytes before its CRC field
+  std::size_t crc_field_at_ = 0;   // buffer offset of the CRC field
 };
 
 }  // namespace wire::iwarp

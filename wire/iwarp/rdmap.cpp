@@ -64,9 +64,12 @@ void emit_terminate(const RdmapTerminate& t, std::uint8_t* out) {
 
 std::size_t body_length(const RdmapMessage& m) {
   switch (m.info().body) {
-    case RdmapBody::none: return 0;
-    case RdmapBody::read_request: return ReadReq::length;
-    case RdmapBody::terminate: return m.terminate.length();
+    case RdmapBody::none:
+      return 0;
+    case RdmapBody::read_request:
+      return ReadReq::length;
+    case RdmapBody::terminate:
+      return m.terminate.length();
   }
   return 0;
 }

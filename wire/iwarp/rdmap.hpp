@@ -55,7 +55,7 @@ struct RdmapOpcodeInfo {
   bool tagged;            // DDP buffer model (RFC 5040 s4.2)
   std::uint32_t queue;    // DDP queue number when untagged
   RdmapBody body;
-  bool invalidates;       // the untagged RsvdULP word is an Invalidate STag (RFC 5040 s4.1)
+  bool invalidates;  // the untagged RsvdULP word is an Invalidate STag (RFC 5040 s4.1)
 };
 
 inline constexpr std::array<RdmapOpcodeInfo, 8> rdmap_opcodes{{
@@ -110,7 +110,7 @@ struct RdmapTerminateHeader {
 };
 
 struct RdmapTerminate {
-  std::uint8_t layer = 0;       // 0 RDMAP, 1 DDP, 2 LLP (MPA)
+  std::uint8_t layer = 0;  // 0 RDMAP, 1 DDP, 2 LLP (MPA)
   std::uint8_t error_type = 0;
   std::uint8_t error_code = 0;
   bool segment_length_valid = false;  // M
@@ -118,7 +118,7 @@ struct RdmapTerminate {
   bool has_rdmap_header = false;      // R
   std::uint16_t ddp_segment_length = 0;
   std::array<std::uint8_t, Ddp::untagged_length> ddp_header{};  // the first ddp_header_length bytes
-  std::uint8_t ddp_header_length = 0;                            // 0, 14 or 18
+  std::uint8_t ddp_header_length = 0;                           // 0, 14 or 18
   std::array<std::uint8_t, RdmapReadRequestHeader::length> rdmap_header{};
   bool rdmap_header_present = false;
   bool operator==(const RdmapTerminate&) const = default;
