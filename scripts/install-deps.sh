@@ -10,8 +10,8 @@ packages=(
   catch2 libboost-dev libpcap-dev libibverbs-dev
   # the dpdk backend (emulator/net/dpdk_*): EAL and every PMD as shared libraries
   libdpdk-dev
-  # test and report tools
-  tshark wireshark-common gcovr
+  # test and report tools; clang-format-14 judges the layout (tests/check_format.sh)
+  tshark wireshark-common gcovr clang-format-14
   # network namespaces with veth pairs (two hosts on one machine) and captures on them
   iproute2 tcpdump
   # unmodified RDMA programs the verbs shim is tested with (rdma-core 44 in Debian 12), and
