@@ -305,8 +305,14 @@ for dir in to-rxe from-rxe; do
 		"--faults tx.qp=1,tx.drop=1"
 	# perftest -R listens twice on one port (control, then data); our client's data REQ can
 	# reach rxe between the two, rxe refuses it (REJ 8, as it must), and perftest's retry path
-	# then uses the rdma_cm_ids it has just destroyed and crashes. So only rxe as the client.
-	[[ $dir == from-rxe ]] && run_case "$dir.cm.send_bw" "$dir" ib_send_bw "-R -n 100 -s 4096"
+	# then uses the rdma_cm_ids it has just destroyed and crashes. So with softrdma as the
+	# client, its third MAD to QP1 (the data REQ, after the control REQ and RTU) is lost and
+	# sent again after the CM response timeout, when rxe listens for it.
+	if [[ $dir == from-rxe ]]; then
+		run_case "$dir.cm.send_bw" "$dir" ib_send_bw "-R -n 100 -s 4096"
+	else
+		run_case "$dir.cm.send_bw.data_req_resent" "$dir" ib_send_bw "-R -n 100 -s 4096" "--faults tx.qp=1,tx.drop=3"
+	fi
 done
 
 {
