@@ -533,18 +533,10 @@ TEST_CASE("daemon: a request that names no op drops the connection that sent it"
 
 namespace {
 
-// A UD QP of `c`'s through INIT, RTR and RTS with `q_key` (IBTA vol. 1 s10.3.1: UD takes no path).
+// A UD QP of `c`'s, ready to send and receive with `q_key`.
 std::uint32_t ud_qp_of(Client& c, std::uint32_t q_key) {
   const std::uint32_t qp = c.create_qp(core::QpType::ud);
-  using namespace core::qp_attr;
-  core::QpAttr a;
-  a.port_num = 1;
-  a.qkey = q_key;
-  for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
-                                 std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
-    a.qp_state = to;
-    REQUIRE(c.link->modify_qp(qp, a, mask) == 0);
-  }
+  ud_to_rts(q_key, [&](const core::QpAttr& a, std::uint32_t mask) { return c.link->modify_qp(qp, a, mask); });
   return qp;
 }
 

@@ -143,6 +143,21 @@ inline void connect_rc(Node& n, std::uint32_t qpn, std::uint32_t remote_qpn, con
   modify(state | sq_psn | timeout | retry_cnt | rnr_retry | max_qp_rd_atomic);
 }
 
+// RESET -> INIT -> RTR -> RTS for a UD QP with `q_key` (IBTA vol. 1 s10.3.1: UD takes no
+// path), each step through `modify(attr, mask)`, which returns the verb's errno.
+template <class Modify>
+void ud_to_rts(std::uint32_t q_key, Modify&& modify) {
+  using namespace core::qp_attr;
+  core::QpAttr a;
+  a.port_num = 1;
+  a.qkey = q_key;
+  for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
+                                 std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
+    a.qp_state = to;
+    REQUIRE(modify(a, mask) == 0);
+  }
+}
+
 // One RC QP on each node, connected to each other. For a == b, two QPs of one device.
 struct RcPair {
   RcPair(Node& a_, Node& b_, const RcOptions& o = {}) : a(a_), b(b_) {

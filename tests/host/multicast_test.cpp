@@ -35,16 +35,9 @@ std::uint32_t ud_qp(Node& n) {
   init.cap = {64, 64, 1, 1, 0};
   const auto created = n.host->call([&](core::Device& d, core::Time) { return d.create_qp(init); });
   REQUIRE(created.ok());
-  using namespace core::qp_attr;
-  core::QpAttr a;
-  a.port_num = 1;
-  a.qkey = kQkey;
-  for (const auto& [to, mask] : {std::pair{core::QpState::init, state | pkey_index | port | qkey},
-                                 std::pair{core::QpState::rtr, state}, std::pair{core::QpState::rts, state | sq_psn}}) {
-    a.qp_state = to;
-    REQUIRE(n.host->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, created->qpn, a, mask); }) ==
-            0);
-  }
+  ud_to_rts(kQkey, [&](const core::QpAttr& a, std::uint32_t mask) {
+    return n.host->call([&](core::Device& d, core::Time now) { return d.modify_qp(now, created->qpn, a, mask); });
+  });
   return created->qpn;
 }
 
