@@ -143,7 +143,7 @@ bool DaemonServer::handle_reg_mr(Client& c, daemon::Reader& in, daemon::Writer& 
     return true;
   }
   const auto keys = link_.reg_mr(pd, *tagged, length, iova, access);
-  if (keys) adopt_key(c, &Client::mrs, keys->lkey);
+  if (keys) adopt(c, &Client::mrs, keys->lkey);
   put_created(out, keys);
   return true;
 }
@@ -156,7 +156,7 @@ bool DaemonServer::handle_rereg_mr(Client& c, daemon::Reader& in, daemon::Writer
   const auto access = in.get<std::uint32_t>();
   if (!in.done()) return false;
   core::MrChange change;
-  int err = owns_key(c, &Client::mrs, lkey) ? 0 : EINVAL;
+  int err = owns(c, &Client::mrs, lkey) ? 0 : EINVAL;
   if (flags & daemon::kChangePd) {
     change.pd = pd;
     if (!owns(c, &Client::pds, pd)) err = EINVAL;
@@ -172,12 +172,7 @@ bool DaemonServer::handle_rereg_mr(Client& c, daemon::Reader& in, daemon::Writer
 }
 
 bool DaemonServer::handle_dereg_mr(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
-  const auto lkey = in.get<std::uint32_t>();
-  if (!in.done()) return false;
-  const int err = owns_key(c, &Client::mrs, lkey) ? link_.dereg_mr(lkey) : EINVAL;
-  if (err == 0) forget_key(c, &Client::mrs, lkey);
-  put_status(out, err);
-  return true;
+  return destroy_owned(c, in, out, &Client::mrs, &DeviceLink::dereg_mr);
 }
 
 bool DaemonServer::handle_alloc_mw(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
@@ -189,18 +184,13 @@ bool DaemonServer::handle_alloc_mw(Client& c, daemon::Reader& in, daemon::Writer
     return true;
   }
   const auto rkey = link_.alloc_mw(pd, type);
-  if (rkey) adopt_key(c, &Client::mws, *rkey);
+  if (rkey) adopt(c, &Client::mws, *rkey);
   put_created(out, rkey);
   return true;
 }
 
 bool DaemonServer::handle_dealloc_mw(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
-  const auto rkey = in.get<std::uint32_t>();
-  if (!in.done()) return false;
-  const int err = owns_key(c, &Client::mws, rkey) ? link_.dealloc_mw(rkey) : EINVAL;
-  if (err == 0) forget_key(c, &Client::mws, rkey);
-  put_status(out, err);
-  return true;
+  return destroy_owned(c, in, out, &Client::mws, &DeviceLink::dealloc_mw);
 }
 
 bool DaemonServer::handle_bind_mw(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
@@ -213,8 +203,8 @@ bool DaemonServer::handle_bind_mw(Client& c, daemon::Reader& in, daemon::Writer&
   const auto signaled = in.get<std::uint8_t>();
   const auto wr_id = in.get<std::uint64_t>();
   if (!in.done()) return false;
-  if (!owns(c, &Client::qps, qpn) || !owns_key(c, &Client::mws, mw_rkey) ||
-      (mr_lkey != 0 && !owns_key(c, &Client::mrs, mr_lkey))) {
+  if (!owns(c, &Client::qps, qpn) || !owns(c, &Client::mws, mw_rkey) ||
+      (mr_lkey != 0 && !owns(c, &Client::mrs, mr_lkey))) {
     put_status(out, EINVAL);
     return true;
   }

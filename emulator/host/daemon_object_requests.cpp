@@ -25,12 +25,7 @@ bool DaemonServer::handle_alloc_pd(Client& c, daemon::Reader& in, daemon::Writer
 }
 
 bool DaemonServer::handle_dealloc_pd(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
-  const auto pd = in.get<std::uint32_t>();
-  if (!in.done()) return false;
-  const int err = owns(c, &Client::pds, pd) ? link_.dealloc_pd(pd) : EINVAL;
-  if (err == 0) forget(c, &Client::pds, pd);
-  put_status(out, err);
-  return true;
+  return destroy_owned(c, in, out, &Client::pds, &DeviceLink::dealloc_pd);
 }
 
 // With the client's ring attached (cq_ring.hpp), completions go there; without one the client
@@ -158,12 +153,7 @@ bool DaemonServer::handle_query_srq(Client& c, daemon::Reader& in, daemon::Write
 }
 
 bool DaemonServer::handle_destroy_srq(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
-  const auto srq = in.get<std::uint32_t>();
-  if (!in.done()) return false;
-  const int err = owns(c, &Client::srqs, srq) ? link_.destroy_srq(srq) : EINVAL;
-  if (err == 0) forget(c, &Client::srqs, srq);
-  put_status(out, err);
-  return true;
+  return destroy_owned(c, in, out, &Client::srqs, &DeviceLink::destroy_srq);
 }
 
 bool DaemonServer::handle_create_ah(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
@@ -181,12 +171,7 @@ bool DaemonServer::handle_create_ah(Client& c, daemon::Reader& in, daemon::Write
 }
 
 bool DaemonServer::handle_destroy_ah(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
-  const auto ah = in.get<std::uint32_t>();
-  if (!in.done()) return false;
-  const int err = owns(c, &Client::ahs, ah) ? link_.destroy_ah(ah) : EINVAL;
-  if (err == 0) forget(c, &Client::ahs, ah);
-  put_status(out, err);
-  return true;
+  return destroy_owned(c, in, out, &Client::ahs, &DeviceLink::destroy_ah);
 }
 
 bool DaemonServer::handle_create_qp(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {

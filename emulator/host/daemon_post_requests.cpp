@@ -48,11 +48,11 @@ bool DaemonServer::handle_post_send(Client& c, daemon::Reader& in, daemon::Write
   // that came through the work ring would reach no one, and the client would wait forever.
   auto own_keys_only = [&](core::SendWr& wr) {
     if (wr.opcode == core::WrOpcode::bind_mw) {
-      if (!owns_key(c, &Client::mws, wr.mw_rkey)) wr.mw_rkey = 0;
-      if (!owns_key(c, &Client::mrs, wr.bind_mr_lkey)) wr.bind_mr_lkey = 0;
+      if (!owns(c, &Client::mws, wr.mw_rkey)) wr.mw_rkey = 0;
+      if (!owns(c, &Client::mrs, wr.bind_mr_lkey)) wr.bind_mr_lkey = 0;
     }
-    if (wr.opcode == core::WrOpcode::local_inv && !owns_key(c, &Client::mrs, wr.invalidate_rkey) &&
-        !owns_key(c, &Client::mws, wr.invalidate_rkey))
+    if (wr.opcode == core::WrOpcode::local_inv && !owns(c, &Client::mrs, wr.invalidate_rkey) &&
+        !owns(c, &Client::mws, wr.invalidate_rkey))
       wr.invalidate_rkey = 0;
     return wr.ah == 0 || owns(c, &Client::ahs, wr.ah);
   };

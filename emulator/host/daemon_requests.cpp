@@ -7,10 +7,12 @@
 // without touching the engine: the kernel's uverbs answers a handle of another process the
 // same way. Objects join the client's sets when created and leave when destroyed.
 #include <array>
+#include <cerrno>
 #include <cstddef>
 #include <mutex>
 
 #include "emulator/host/daemon_protocol.hpp"
+#include "emulator/host/daemon_reply.hpp"
 #include "emulator/host/daemon_server.hpp"
 
 namespace softrdma::host {
@@ -114,19 +116,31 @@ void DaemonServer::forget(Client& c, Handles set, std::uint32_t handle) {
   (c.*set).erase(handle);
 }
 
-bool DaemonServer::owns_key(Client& c, Keys set, std::uint32_t key) {
+bool DaemonServer::owns(Client& c, Keys set, std::uint32_t key) {
   std::lock_guard lock(mutex_);
   return (c.*set).contains(index_of(key));
 }
 
-void DaemonServer::adopt_key(Client& c, Keys set, std::uint32_t key) {
+void DaemonServer::adopt(Client& c, Keys set, std::uint32_t key) {
   std::lock_guard lock(mutex_);
   (c.*set)[index_of(key)] = key;
 }
 
-void DaemonServer::forget_key(Client& c, Keys set, std::uint32_t key) {
+void DaemonServer::forget(Client& c, Keys set, std::uint32_t key) {
   std::lock_guard lock(mutex_);
   (c.*set).erase(index_of(key));
 }
+
+template <class Set>
+bool DaemonServer::destroy_owned(Client& c, daemon::Reader& in, daemon::Writer& out, Set set, Destroy destroy) {
+  const auto handle = in.get<std::uint32_t>();
+  if (!in.done()) return false;
+  const int err = owns(c, set, handle) ? (link_.*destroy)(handle) : EINVAL;
+  if (err == 0) forget(c, set, handle);
+  daemon::put_status(out, err);
+  return true;
+}
+template bool DaemonServer::destroy_owned(Client&, daemon::Reader&, daemon::Writer&, Handles, Destroy);
+template bool DaemonServer::destroy_owned(Client&, daemon::Reader&, daemon::Writer&, Keys, Destroy);
 
 }  // namespace softrdma::host

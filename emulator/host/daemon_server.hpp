@@ -163,9 +163,14 @@ class DaemonServer final : private WorkSource {
   bool owns(Client& client, Handles set, std::uint32_t handle);
   void adopt(Client& client, Handles set, std::uint32_t handle);
   void forget(Client& client, Handles set, std::uint32_t handle);
-  bool owns_key(Client& client, Keys set, std::uint32_t key);
-  void adopt_key(Client& client, Keys set, std::uint32_t key);
-  void forget_key(Client& client, Keys set, std::uint32_t key);
+  bool owns(Client& client, Keys set, std::uint32_t key);
+  void adopt(Client& client, Keys set, std::uint32_t key);
+  void forget(Client& client, Keys set, std::uint32_t key);
+  // A verb that ends one of the client's objects, named by the request's one handle or key:
+  // EINVAL for one that is not the client's; on success it leaves the client's set.
+  using Destroy = int (DeviceLink::*)(std::uint32_t handle);
+  template <class Set>
+  bool destroy_owned(Client& client, daemon::Reader& in, daemon::Writer& out, Set set, Destroy destroy);
   // The tagged address (ProcessMemory::tag) of the client's memory at `addr` when the daemon can
   // reach it, else none with `err` (daemon_memory_requests.cpp).
   std::optional<std::uint64_t> reachable(Client& client, std::uint64_t addr, std::uint64_t length, int& err);
