@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "emulator/net/pcap_file.hpp"
 #include "tools/dump/iwarp_capture.hpp"
@@ -66,6 +67,11 @@ struct Summary {
   std::uint64_t packets = 0, roce = 0, icrc_ok = 0, icrc_bad = 0, other = 0, truncated = 0, malformed = 0;
   std::uint64_t iwarp = 0, mpa_crc_ok = 0, mpa_crc_bad = 0;
   std::map<std::string, std::uint64_t> malformed_by_error;
+
+  void count_malformed(std::string_view error) {
+    ++malformed;
+    ++malformed_by_error[std::string(error)];
+  }
 };
 
 void print(const Options& o, Record& r) { std::puts((o.json ? r.to_json() : r.to_text()).c_str()); }
@@ -140,8 +146,7 @@ bool print_iwarp_frames(const Options& o, IwarpCaptureDecoder& iwarp, const net:
     describe_iwarp(f, r);
     ++s.iwarp;
     if (f.item.kind == wire::iwarp::MpaItemKind::error) {
-      ++s.malformed;
-      ++s.malformed_by_error[std::string(wire::name(f.item.error))];
+      s.count_malformed(wire::name(f.item.error));
     } else if (f.item.kind == wire::iwarp::MpaItemKind::fpdu && f.item.fpdu.crc_checked) {
       ++(f.item.fpdu.crc_ok ? s.mpa_crc_ok : s.mpa_crc_bad);
     }
@@ -171,8 +176,7 @@ void print_roce_frame(const Options& o, const net::CapturedPacket& pkt, Record r
       r.text("kind", "truncated").number("caplen", pkt.data.size()).number("wirelen", pkt.original_length);
       break;
     case FrameKind::malformed:
-      ++s.malformed;
-      ++s.malformed_by_error[std::string(wire::name(j.error))];
+      s.count_malformed(wire::name(j.error));
       r.text("kind", "malformed").text("error", std::string(wire::name(j.error)));
       break;
   }

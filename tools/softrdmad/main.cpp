@@ -132,6 +132,9 @@ bool takes_value(std::string_view name) {
   return false;
 }
 
+// An option softrdmad has: one of kValued, or the flag no-gso.
+bool known_option(std::string_view name) { return takes_value(name) || name == "no-gso"; }
+
 // A whole decimal number, or none.
 std::optional<unsigned> parse_unsigned(const std::string& v) {
   unsigned n = 0;
@@ -171,7 +174,7 @@ Exit read_command_line(int argc, char** argv, Settings& flags) {
       if (i + 1 >= argc) return usage_error("--" + name + " needs a value");
       value = argv[++i];
     }
-    if (!takes_value(name) && name != "no-gso") return usage_error("unknown option '--" + name + "'");
+    if (!known_option(name)) return usage_error("unknown option '--" + name + "'");
     flags[name] = value;
   }
   return std::nullopt;
@@ -184,7 +187,7 @@ Exit read_settings(const Settings& flags, Settings& settings) {
     std::string error;
     if (!read_config(path, settings, error)) return usage_error(error);
     for (const auto& [name, value] : settings) {
-      if (name == "config" || (!takes_value(name) && name != "no-gso")) {
+      if (name == "config" || !known_option(name)) {
         return usage_error("unknown setting '" + name + "' in " + path);
       }
     }
