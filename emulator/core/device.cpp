@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <limits>
 
+#include "emulator/core/iwarp_transport.hpp"
 #include "emulator/core/node_guid.hpp"
 #include "emulator/core/psn.hpp"
 #include "emulator/core/transport.hpp"
@@ -178,6 +179,14 @@ std::optional<std::uint64_t> Device::translate(std::uint32_t key, std::uint32_t 
   if (r->kind == Region::Kind::mw_type2 && r->bound_qp != qpn) return std::nullopt;
   if (iova < r->iova || iova - r->iova > r->length || length > r->length - (iova - r->iova)) return std::nullopt;
   return r->host + (iova - r->iova);
+}
+
+bool Device::invalidate(std::uint32_t pd, std::uint32_t key) {
+  Region* r = find_region(key);
+  if (!r || r->pd != pd || r->kind == Region::Kind::mw_type1) return false;
+  if (r->kind != Region::Kind::mr && r->valid) --region_at(r->parent)->windows;
+  r->valid = false;
+  return true;
 }
 
 bool Device::gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out) {
@@ -438,10 +447,12 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
     const QpInitAttr init = q->init;
     const std::uint16_t port = q->udp_src_port;
     const QpCounters counters = q->counters;
-    const bool answer_queued = q->answer_queued, request_queued = q->request_queued;  // still in the queues
+    // Still in the queues; an iWARP QP's stream ends here.
+    const bool answer_queued = q->answer_queued, request_queued = q->request_queued, stream_queued = q->stream_queued;
     *q = Qp{};
     q->answer_queued = answer_queued;
     q->request_queued = request_queued;
+    q->stream_queued = stream_queued;
     q->qpn = qpn;
     q->init = init;
     q->attr = QpAttr{};
@@ -489,6 +500,8 @@ int Device::destroy_qp(std::uint32_t qpn) {
   groups_.detach_all(qpn);
   std::erase(answer_ready_, qpn);  // a new QP may get the number
   std::erase(request_ready_, qpn);
+  std::erase(stream_ready_, qpn);
+  std::erase(stream_closes_, qpn);
   qps_.erase(qpn - config_.first_qpn + 1);
   return 0;
 }
@@ -524,6 +537,7 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   if (const int err = check_send_wr(q->init.qp_type, s, q->init.cap, wr)) return err;
   const bool inline_data = (wr.flags & send_flags::inline_data) != 0;
   if (q->init.qp_type == QpType::ud && !ahs_.find(wr.ah)) return EINVAL;
+  if (q->stream && !iwarp_supports(wr.opcode)) return EINVAL;
   if (q->sq.size() >= q->init.cap.max_send_wr) return ENOMEM;
   SendWqe w;
   w.wr = wr;
@@ -563,7 +577,15 @@ void Device::enter_error(Qp& q) {
   flush(q);
   // Once, on entering ERR; flush() runs again for every WR posted in ERR and raises nothing.
   if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);
+  // An iWARP stream ends with the QP; after a Terminate still to send (iwarp_sender.cpp).
+  if (q.stream && !q.stream->terminate) close_stream(q);
   wake(q);
+}
+
+void Device::close_stream(Qp& q) {
+  if (q.stream->closing) return;
+  q.stream->closing = true;
+  stream_closes_.push_back(q.qpn);
 }
 
 void Device::flush(Qp& q) {

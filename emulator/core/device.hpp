@@ -192,6 +192,25 @@ class Device {
   // network in this order (a destroyed QP detaches too).
   std::optional<GroupChange> next_group_change() { return groups_.next_change(); }
 
+  // iWARP (RFC 5040, 5041, 5044): an RC QP whose transport is a reliable byte stream the host
+  // carries, a TCP connection after its MPA exchange (iwarp_transport.hpp). stream_attach moves
+  // the QP from INIT or RTR to RTS on a stream with what the exchange settled; EINVAL for
+  // another QP type or state.
+  int stream_attach(std::uint32_t qpn, const StreamParams& params);
+  // In-order bytes the peer sent on the QP's stream, in chunks of any size.
+  void stream_receive(std::uint32_t qpn, std::span<const std::uint8_t> bytes);
+  // Appends the QP's next FPDU to `out`; false when it has none to send now. The host asks
+  // again while it has room to write: a peer that reads slowly holds the WRs in the send
+  // queue, not in buffers.
+  bool stream_transmit(std::uint32_t qpn, std::vector<std::uint8_t>& out);
+  // The connection ended under the QP (a reset, or the peer closed it): ERR, WRs flushed.
+  void stream_lost(std::uint32_t qpn);
+  // A QP that something touched since stream_transmit() last had nothing for it.
+  std::optional<std::uint32_t> next_stream_ready();
+  // A QP whose connection the host is to close once it has written what stream_transmit()
+  // gave: after a Terminate, or when the QP entered ERR.
+  std::optional<std::uint32_t> next_stream_close();
+
   // The network side.
   void receive(Time now, const RxPacket& packet);
   // The next packet to send, if any: ACKs and responses first, then requests.
@@ -243,6 +262,10 @@ class Device {
   // to `pd`, allows `access` and holds the range; else nullopt.
   std::optional<std::uint64_t> translate(std::uint32_t key, std::uint32_t pd, std::uint64_t iova, std::uint64_t length,
                                          std::uint32_t access, std::uint32_t qpn);
+  // LOCAL_INV and Send with Invalidate (s10.6.5, s9.4.1.1.1): the MR or type 2 MW of `key` in
+  // `pd` becomes unusable until registered or bound again; false if there is no such region
+  // (a type 1 MW cannot be invalidated).
+  bool invalidate(std::uint32_t pd, std::uint32_t key);
   // Copies between an SGE list and a buffer, `offset` bytes into the list; false on a key
   // or bounds failure.
   bool gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out);
@@ -254,6 +277,8 @@ class Device {
   void enter_error(Qp& qp);
   // A send WR failed: RC QPs go to ERR, UC and UD QPs to SQE (s10.3.1).
   void enter_send_error(Qp& qp);
+  // The stream of an iWARP QP sends nothing more; the host is told to close it.
+  void close_stream(Qp& qp);
   void flush(Qp& qp);                                            // both queues
   void forget_completions(std::uint32_t cq, std::uint32_t qpn);  // drops the QP's entries from the CQ
   void flush_send(Qp& qp);
@@ -296,8 +321,10 @@ class Device {
   // QPNs to ask for packets, in round-robin order (wake()); a QP that sends goes to the back.
   std::deque<std::uint32_t> answer_ready_;
   std::deque<std::uint32_t> request_ready_;
-  DeviceCounters counters_;       // qps: the destroyed QPs' sum only (counters() adds the live ones)
-  std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
+  std::deque<std::uint32_t> stream_ready_;   // iWARP QPs to ask for FPDUs (wake())
+  std::deque<std::uint32_t> stream_closes_;  // next_stream_close()
+  DeviceCounters counters_;                  // qps: the destroyed QPs' sum only (counters() adds the live ones)
+  std::uint32_t forced_rnr_ = 0;             // force_rnr(): RNR NAKs still to force
   ConnectionManager cm_;
   std::uint32_t gsi_psn_ = 0;  // QP1's next PSN
   MulticastGroups groups_;

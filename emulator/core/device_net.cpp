@@ -128,6 +128,11 @@ void Device::receive_multicast(const RxPacket& rx, const wire::IbPacket& p) {
 }
 
 void Device::wake(Qp& q) {
+  if (q.stream) {
+    if (!q.stream_queued) stream_ready_.push_back(q.qpn);
+    q.stream_queued = true;
+    return;
+  }
   if (!q.answer_queued) {
     q.answer_queued = true;
     answer_ready_.push_back(q.qpn);

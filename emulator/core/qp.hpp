@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 
 #include "emulator/core/counters.hpp"
+#include "emulator/core/iwarp_stream.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "emulator/core/wqe.hpp"
 
@@ -82,6 +84,10 @@ struct Qp {
   std::uint8_t ack_syndrome = 0;
 
   QpCounters counters;
+
+  // iWARP: the QP's byte stream, from Device::stream_attach() on; none for RoCE.
+  std::unique_ptr<IwarpStream> stream;
+  bool stream_queued = false;  // in the device's queue of streams to ask for FPDUs
 
   // In the device's queues of QPs to ask for packets (Device::wake): a QP is asked again only
   // after something touched it, so transmit() does not ask every QP for every packet.

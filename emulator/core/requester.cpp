@@ -253,14 +253,7 @@ bool is_read_or_atomic(WrOpcode op) {
 void Requester::execute_local(Device& d, Qp& q, SendWqe& w) {
   w.complete = true;
   if (w.wr.opcode == WrOpcode::local_inv) {
-    // LOCAL_INV (s10.6.5): the MR or type 2 MW of the key becomes unusable until re-bound.
-    Region* r = d.find_region(w.wr.invalidate_rkey);
-    if (!r || r->pd != q.init.pd || r->kind == Region::Kind::mw_type1) {
-      w.status = WcStatus::loc_prot_err;
-      return;
-    }
-    if (r->kind != Region::Kind::mr && r->valid) --d.region_at(r->parent)->windows;
-    r->valid = false;
+    if (!d.invalidate(q.init.pd, w.wr.invalidate_rkey)) w.status = WcStatus::loc_prot_err;  // LOCAL_INV, s10.6.5
     return;
   }
   // BIND_MW (s10.6.7.2): the window takes a range of a bound-capable MR, with access no wider

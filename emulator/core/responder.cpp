@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "emulator/core/psn.hpp"
+#include "emulator/core/receive_queue.hpp"
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/core/transport.hpp"
 
@@ -36,29 +37,6 @@ void queue_ack(Qp& q, std::uint32_t psn, std::uint8_t syndrome) {
 }
 
 Endpoints endpoints_of(const RxPacket& rx) { return {rx.src_gid, rx.dst_gid, rx.src_port, 0, 0, 64}; }
-
-// A receive WQE for a new message, from the SRQ or the QP's own queue.
-std::optional<RecvWqe> take_recv(Device& d, Qp& q) {
-  std::deque<RecvWqe>* queue = &q.rq;
-  Srq* srq = nullptr;
-  if (q.init.srq) {
-    srq = d.find_srq(q.init.srq);
-    queue = &srq->queue;
-  }
-  if (queue->empty()) return std::nullopt;
-  RecvWqe r = std::move(queue->front());
-  queue->pop_front();
-  // The SRQ limit event fires once when the queue drops below the armed limit (s10.2.9.3).
-  if (srq && srq->limit && srq->queue.size() < srq->limit) {
-    srq->limit = 0;
-    d.raise(AsyncEventType::srq_limit_reached, q.init.srq);
-  }
-  return r;
-}
-
-bool recv_available(Device& d, const Qp& q) {
-  return q.init.srq ? !d.find_srq(q.init.srq)->queue.empty() : !q.rq.empty();
-}
 
 void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
                    const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
@@ -142,12 +120,7 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
   q.recv_offset += payload.size();
   if (!oi.is(OpFlag::last)) return;
   if (const auto* h = p.ext(Ext::ieth)) {
-    // SEND with Invalidate (s9.4.1.1.1): the named MR or type 2 MW becomes unusable.
-    Region* r = d.find_region(wire::Ieth::rkey::get(h));
-    if (r && r->pd == q.init.pd && r->kind != Region::Kind::mw_type1) {
-      if (r->kind != Region::Kind::mr && r->valid) --d.region_at(r->parent)->windows;
-      r->valid = false;
-    }
+    d.invalidate(q.init.pd, wire::Ieth::rkey::get(h));  // SEND with Invalidate (s9.4.1.1.1)
   }
   complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp,
                 0);

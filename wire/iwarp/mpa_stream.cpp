@@ -18,6 +18,15 @@ void MpaStreamDecoder::set_negotiated(bool markers, bool crc) {
   negotiated_ = true;
 }
 
+void MpaStreamDecoder::start_full_operation(bool markers, bool crc) {
+  set_negotiated(markers, crc);
+  phase_ = Phase::fpdu_length;
+  need_ = Fpdu::length_field;
+  fill_ = 0;
+  marker_base_ = offset_;
+  unit_started_ = false;
+}
+
 MpaStreamDecoder::Step MpaStreamDecoder::consume(std::span<const std::uint8_t> input) {
   Step s;
   if (failed()) {

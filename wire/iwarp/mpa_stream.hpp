@@ -76,6 +76,9 @@ class MpaStreamDecoder {
   // The negotiated use of markers and CRCs for the FPDUs this direction carries. Takes effect
   // from the next FPDU; overrides the defaults taken from the frame.
   void set_negotiated(bool markers, bool crc);
+  // For a stream whose MPA frames were exchanged elsewhere: what is fed from now on is FPDUs,
+  // with the negotiated markers and CRCs.
+  void start_full_operation(bool markers, bool crc);
 
   bool failed() const { return phase_ == Phase::failed; }
   bool in_full_operation() const { return phase_ == Phase::fpdu_length || phase_ == Phase::fpdu_body; }
