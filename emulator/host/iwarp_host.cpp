@@ -1,0 +1,259 @@
+#include "emulator/host/iwarp_host.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "emulator/net/udp_gid.hpp"
+
+namespace softrdma::host {
+namespace {
+
+// What one connection may hold taken from the engine and not yet accepted by the kernel: the
+// rest waits in the QP's send queue, so a slow reader costs no more memory than this.
+constexpr std::size_t kOutCap = 256 * 1024;
+constexpr std::size_t kReadChunk = 64 * 1024;
+
+}  // namespace
+
+IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
+  IwarpHostStart s;
+  const auto gid = net::parse_gid(config.ip);
+  if (!gid) {
+    s.error = "iWARP device: '" + config.ip + "' is not an IPv4 or IPv6 address";
+    return s;
+  }
+  config.device.gids = {*gid};
+  std::unique_ptr<IwarpHost> host(new IwarpHost(config, *gid));
+  if (host->wake_fd_.get() < 0) {
+    s.error = "iWARP device: eventfd failed";
+    return s;
+  }
+  host->thread_ = std::thread([h = host.get()] { h->run(); });
+  s.host = std::move(host);
+  return s;
+}
+
+IwarpHost::IwarpHost(const IwarpHostConfig& config, core::Gid gid)
+    : gid_(gid),
+      device_(config.device, config.memory ? *config.memory : direct_memory_),
+      cm_(device_),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+
+IwarpHost::~IwarpHost() {
+  stopping_ = true;
+  kick();
+  if (thread_.joinable()) thread_.join();
+}
+
+core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local) {
+  std::lock_guard lock(mutex_);
+  const auto id = cm_.listen(local);
+  if (!id) return id;
+  carry_out_actions();
+  const auto refused = listen_errors_.find(*id);
+  if (refused == listen_errors_.end()) {
+    kick();  // a new socket to poll
+    return id;
+  }
+  const int error = refused->second;
+  listen_errors_.erase(refused);
+  cm_.stop_listening(*id);
+  carry_out_actions();
+  return core::Expected<std::uint32_t>::error(error);
+}
+
+void IwarpHost::set_event_handler(IwarpEventHandler handler) {
+  std::lock_guard lock(handler_mutex_);
+  handler_ = std::move(handler);
+}
+
+void IwarpHost::after_call() {
+  carry_out_actions();
+  write_ready();
+  take_events();
+  // The progress thread polls new sockets, waits for room in full ones, delivers events.
+  kick();
+}
+
+void IwarpHost::carry_out_actions() {
+  using Kind = core::TcpAction::Kind;
+  while (const auto a = cm_.next_action()) {
+    switch (a->kind) {
+      case Kind::listen: {
+        net::SocketResult r = net::listen_tcp(a->endpoint);
+        if (r.error)
+          listen_errors_[a->handle] = r.error;
+        else
+          listeners_[a->handle] = std::move(r.fd);
+        break;
+      }
+      case Kind::stop_listening:
+        listeners_.erase(a->handle);
+        break;
+      case Kind::connect: {
+        net::SocketResult r = net::connect_tcp(gid_, a->endpoint);
+        if (r.error) {
+          cm_.tcp_failed(a->handle, r.error);
+          break;
+        }
+        Connection c;
+        c.fd = std::move(r.fd);
+        c.connecting = true;
+        connections_[a->handle] = std::move(c);
+        break;
+      }
+      case Kind::close: {
+        const auto it = connections_.find(a->handle);
+        if (it == connections_.end()) break;
+        it->second.closing = true;
+        flush(a->handle, it->second);
+        break;
+      }
+    }
+  }
+}
+
+void IwarpHost::write_ready() {
+  while (const auto id = cm_.next_ready()) {
+    const auto it = connections_.find(*id);
+    if (it != connections_.end()) flush(*id, it->second);
+  }
+}
+
+// Takes the CM's bytes for `c` while there is room, and writes what the kernel accepts. A
+// closing connection sends its FIN once everything is out; it stays open for reading until
+// the peer's FIN, so that data in flight towards us does not turn the close into a reset.
+void IwarpHost::flush(std::uint32_t id, Connection& c) {
+  if (c.connecting) return;
+  c.pull_more = false;
+  while (c.out.size() < kOutCap) {
+    if (!cm_.tcp_transmit(id, c.out)) break;
+    c.pull_more = c.out.size() >= kOutCap;
+  }
+  std::size_t sent = 0;
+  while (sent < c.out.size()) {
+    const ssize_t n = ::send(c.fd.get(), c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
+  if (c.closing && c.out.empty() && !c.pull_more) ::shutdown(c.fd.get(), SHUT_WR);
+}
+
+void IwarpHost::read(std::uint32_t id, Connection& c) {
+  std::uint8_t buffer[kReadChunk];
+  for (;;) {
+    const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
+    if (n > 0) {
+      cm_.tcp_received(id, {buffer, static_cast<std::size_t>(n)});
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    // The peer's FIN, or a reset: the connection is over.
+    cm_.tcp_closed(id);
+    connections_.erase(id);
+    return;
+  }
+}
+
+void IwarpHost::accept_all(std::uint32_t listener, int fd) {
+  while (auto s = net::accept_tcp(fd)) {
+    const int raw = s->get();
+    const std::uint32_t id =
+        cm_.tcp_accepted(listener, net::local_endpoint(raw), net::remote_endpoint(raw), net::segment_size(raw));
+    Connection c;
+    c.fd = std::move(*s);
+    connections_[id] = std::move(c);
+  }
+}
+
+void IwarpHost::finish_connect(std::uint32_t id, Connection& c) {
+  c.connecting = false;
+  if (const int error = net::connect_error(c.fd.get())) {
+    cm_.tcp_failed(id, error);
+    connections_.erase(id);
+    return;
+  }
+  cm_.tcp_connected(id, net::local_endpoint(c.fd.get()), net::segment_size(c.fd.get()));
+}
+
+void IwarpHost::take_events() {
+  while (auto e = cm_.next_event()) pending_events_.push_back(std::move(*e));
+}
+
+void IwarpHost::deliver() {
+  std::vector<core::IwarpEvent> events;
+  {
+    std::lock_guard lock(mutex_);
+    events.swap(pending_events_);
+  }
+  std::lock_guard lock(handler_mutex_);
+  for (const auto& e : events)
+    if (handler_) handler_(e);
+}
+
+void IwarpHost::kick() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_.get(), &one, sizeof one);
+}
+
+// Owners: 0 for the eventfd, a listener's handle with its top bit set, or a connection's ID.
+constexpr std::uint32_t kListenerBit = 0x80000000u;
+
+void IwarpHost::service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners) {
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (!fds[i].revents) continue;
+    if (owners[i] & kListenerBit) {
+      const std::uint32_t listener = owners[i] & ~kListenerBit;
+      if (listeners_.count(listener)) accept_all(listener, fds[i].fd);
+      continue;
+    }
+    const auto it = connections_.find(owners[i]);
+    if (it == connections_.end()) continue;
+    Connection& c = it->second;
+    if (c.connecting) {
+      finish_connect(owners[i], c);
+      continue;
+    }
+    if (fds[i].revents & POLLOUT) flush(owners[i], c);
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read(owners[i], c);
+  }
+}
+
+void IwarpHost::run() {
+  std::vector<pollfd> fds;
+  std::vector<std::uint32_t> owners;
+  while (!stopping_) {
+    fds.assign(1, pollfd{wake_fd_.get(), POLLIN, 0});
+    owners.assign(1, 0);
+    {
+      std::lock_guard lock(mutex_);
+      carry_out_actions();
+      write_ready();
+      take_events();
+      for (const auto& [handle, fd] : listeners_) {
+        fds.push_back({fd.get(), POLLIN, 0});
+        owners.push_back(handle | kListenerBit);
+      }
+      for (const auto& [id, c] : connections_) {
+        const bool wants_out = c.connecting || !c.out.empty() || c.pull_more;
+        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (wants_out ? POLLOUT : 0)), 0});
+        owners.push_back(id);
+      }
+    }
+    deliver();
+    if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+    if (fds[0].revents) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] const ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
+    }
+    std::lock_guard lock(mutex_);
+    service(fds, owners);
+  }
+}
+
+}  // namespace softrdma::host

@@ -1,0 +1,117 @@
+// The embedded iWARP host: one engine, its iWARP connection manager (core/iwarp_cm.hpp) and
+// the kernel TCP sockets that carry its connections, with a progress thread that sleeps in
+// ppoll() on them. TCP does reliability, so there are no engine timers to wake for.
+//
+// Every engine call happens under one lock. A call's FPDUs leave from the calling thread
+// (post_send's data is written before call() returns, as far as the socket takes it); the
+// progress thread accepts, connects, reads, writes what a full socket held back, and delivers
+// the CM's events, so that they reach the handler in order.
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "emulator/core/device.hpp"
+#include "emulator/core/iwarp_cm.hpp"
+#include "emulator/core/memory.hpp"
+#include "emulator/host/host_clock.hpp"
+#include "emulator/net/tcp_socket.hpp"
+
+namespace softrdma::host {
+
+struct IwarpHostConfig {
+  std::string ip;  // the device's address, IPv4 or IPv6 text: connections start and listen here
+  core::DeviceConfig device;
+  core::Memory* memory = nullptr;  // null: this process's memory
+};
+
+class IwarpHost;
+
+struct IwarpHostStart {
+  std::unique_ptr<IwarpHost> host;  // null on failure
+  std::string error;                // on failure: one line for a person
+};
+
+using IwarpEventHandler = std::function<void(const core::IwarpEvent&)>;
+
+class IwarpHost {
+ public:
+  static IwarpHostStart start(IwarpHostConfig config);
+  IwarpHost(const IwarpHost&) = delete;
+  IwarpHost& operator=(const IwarpHost&) = delete;
+  ~IwarpHost();
+
+  const core::Gid& gid() const { return gid_; }
+
+  // Runs f(device, cm) under the lock, then carries out the socket actions and writes the bytes
+  // it queued, on this thread.
+  template <class F>
+  auto call(F&& f) -> std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&>;
+  // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
+  core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
+  // The CM's events, in order, on the progress thread and never under the lock.
+  void set_event_handler(IwarpEventHandler handler);
+
+ private:
+  struct Connection {
+    net::SocketFd fd;
+    bool connecting = false;        // waiting for the kernel's connect
+    bool closing = false;           // the CM asked for the close: written out, then FIN
+    bool pull_more = false;         // the CM has bytes the buffer had no room for
+    std::vector<std::uint8_t> out;  // taken from the CM, not yet accepted by the kernel
+  };
+
+  IwarpHost(const IwarpHostConfig& config, core::Gid gid);
+  void run();
+  void after_call();         // the lock is held
+  void carry_out_actions();  // the lock is held
+  void write_ready();        // the lock is held
+  void flush(std::uint32_t id, Connection& c);
+  void read(std::uint32_t id, Connection& c);
+  void accept_all(std::uint32_t listener, int fd);
+  void finish_connect(std::uint32_t id, Connection& c);
+  void service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners);
+  void take_events();  // into pending_events_; the lock is held
+  void deliver();      // pending_events_ to the handler, without the lock
+  void kick();
+
+  core::DirectMemory direct_memory_;
+  const core::Gid gid_;
+  std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
+  core::Device device_;
+  core::IwarpConnectionManager cm_;
+  std::map<std::uint32_t, net::SocketFd> listeners_;
+  std::map<std::uint32_t, int> listen_errors_;  // a listen action the kernel refused
+  std::map<std::uint32_t, Connection> connections_;
+  std::vector<core::IwarpEvent> pending_events_;  // for the progress thread to deliver
+  std::mutex handler_mutex_;
+  IwarpEventHandler handler_;
+  net::SocketFd wake_fd_;  // an eventfd: new sockets or bytes for the progress thread
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+template <class F>
+auto IwarpHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&> {
+  std::lock_guard lock(mutex_);
+  if constexpr (std::is_void_v<std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&>>) {
+    std::forward<F>(f)(device_, cm_);
+    after_call();
+  } else {
+    auto result = std::forward<F>(f)(device_, cm_);
+    after_call();
+    return result;
+  }
+}
+
+}  // namespace softrdma::host

@@ -1,0 +1,169 @@
+// Two embedded iWARP hosts in one process, connected through the kernel's TCP on loopback
+// (127.83.90.x): rdma_cm's exchange through the iWARP CM, then Sends, RDMA Writes and Reads
+// of a megabyte over real sockets, and the disconnect.
+#include "emulator/host/iwarp_host.hpp"
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "emulator/net/udp_gid.hpp"
+#include "tests/net/eventually.hpp"
+
+namespace {
+
+namespace core = softrdma::core;
+namespace host = softrdma::host;
+using core::IwarpEventType;
+
+struct Node {
+  explicit Node(const std::string& ip) : buffer(4 << 20) {
+    host::IwarpHostConfig config;
+    config.ip = ip;
+    auto started = host::IwarpHost::start(config);
+    REQUIRE(started.host);
+    h = std::move(started.host);
+    h->set_event_handler([this](const core::IwarpEvent& e) {
+      std::lock_guard lock(mutex);
+      events.push_back(e);
+    });
+    h->call([&](core::Device& d, core::IwarpConnectionManager&) {
+      pd = *d.alloc_pd();
+      cq = *d.create_cq(256);
+      const std::uint32_t all = core::access::local_write | core::access::remote_write | core::access::remote_read;
+      mr = *d.reg_mr(pd, addr(0), buffer.size(), addr(0), all);
+      core::QpInitAttr init;
+      init.pd = pd;
+      init.send_cq = init.recv_cq = cq;
+      init.cap = {64, 64, 2, 2, 0};
+      qpn = d.create_qp(init)->qpn;
+      core::QpAttr attr;
+      attr.qp_state = core::QpState::init;
+      attr.port_num = 1;
+      attr.qp_access_flags = all;
+      namespace mask = core::qp_attr;
+      d.modify_qp(0, qpn, attr, mask::state | mask::pkey_index | mask::port | mask::access_flags);
+    });
+  }
+
+  std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
+
+  // Waits for the next CM event.
+  core::IwarpEvent next_event() {
+    REQUIRE(test::eventually([&] {
+      std::lock_guard lock(mutex);
+      return !events.empty();
+    }));
+    std::lock_guard lock(mutex);
+    core::IwarpEvent e = events.front();
+    events.pop_front();
+    return e;
+  }
+
+  // Waits for the next work completion.
+  core::Wc next_wc() {
+    core::Wc wc;
+    REQUIRE(test::eventually([&] {
+      return h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.poll_cq(cq, {&wc, 1}); }) == 1;
+    }));
+    return wc;
+  }
+
+  int post(const core::SendWr& wr) {
+    return h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.post_send(0, qpn, wr); });
+  }
+
+  std::vector<std::uint8_t> buffer;
+  std::unique_ptr<host::IwarpHost> h;
+  std::uint32_t pd = 0, cq = 0, qpn = 0;
+  core::MrKeys mr;
+  std::mutex mutex;
+  std::deque<core::IwarpEvent> events;
+};
+
+core::TcpEndpoint endpoint(const std::string& ip, std::uint16_t port) { return {*softrdma::net::parse_gid(ip), port}; }
+
+}  // namespace
+
+TEST_CASE("two iWARP hosts connect over kernel TCP and move data both ways", "[iwarp]") {
+  Node server("127.83.90.1"), client("127.83.90.2");
+  const core::TcpEndpoint service = endpoint("127.83.90.1", 17174);
+  REQUIRE(server.h->listen(service).ok());
+  CHECK(server.h->listen(service).error() == EADDRINUSE);
+
+  core::MpaOffer offer;
+  offer.private_data = {1, 2, 3};
+  offer.ird = offer.ord = 4;
+  const std::uint32_t client_id = client.h->call(
+      [&](core::Device&, core::IwarpConnectionManager& cm) { return *cm.connect(service, client.qpn, offer); });
+  const core::IwarpEvent request = server.next_event();
+  REQUIRE(request.type == IwarpEventType::connect_request);
+  CHECK(request.private_data == offer.private_data);
+  CHECK(request.remote.address == client.h->gid());
+  REQUIRE(server.h->call([&](core::Device&, core::IwarpConnectionManager& cm) {
+    return cm.accept(request.id, server.qpn, offer);
+  }) == 0);
+  CHECK(server.next_event().type == IwarpEventType::established);
+  const core::IwarpEvent established = client.next_event();
+  CHECK(established.type == IwarpEventType::established);
+  CHECK(established.id == client_id);
+
+  // A 1 MiB RDMA Write, then a Send that says it is there; the server reads 1 MiB back.
+  std::iota(client.buffer.begin(), client.buffer.begin() + (1 << 20), std::uint8_t{7});
+  core::RecvWr recv;
+  recv.wr_id = 50;
+  recv.sg_list = {{server.addr(3 << 20), 64, server.mr.lkey}};
+  REQUIRE(server.h->call(
+              [&](core::Device& d, core::IwarpConnectionManager&) { return d.post_recv(server.qpn, recv); }) == 0);
+  core::SendWr write;
+  write.wr_id = 1;
+  write.opcode = core::WrOpcode::rdma_write;
+  write.sg_list = {{client.addr(0), 1 << 20, client.mr.lkey}};
+  write.remote_addr = server.addr(0);
+  write.rkey = server.mr.rkey;
+  REQUIRE(client.post(write) == 0);
+  core::SendWr send;
+  send.wr_id = 2;
+  send.opcode = core::WrOpcode::send;
+  send.flags = core::send_flags::signaled;
+  send.sg_list = {{client.addr(0), 16, client.mr.lkey}};
+  REQUIRE(client.post(send) == 0);
+  CHECK(client.next_wc().wr_id == 2);
+  const core::Wc arrived = server.next_wc();
+  CHECK(arrived.wr_id == 50);
+  CHECK(arrived.byte_len == 16);
+  CHECK(std::memcmp(server.buffer.data(), client.buffer.data(), 1 << 20) == 0);
+
+  core::SendWr read;
+  read.wr_id = 3;
+  read.opcode = core::WrOpcode::rdma_read;
+  read.flags = core::send_flags::signaled;
+  read.sg_list = {{server.addr(1 << 20), 1 << 20, server.mr.lkey}};
+  read.remote_addr = client.addr(0);
+  read.rkey = client.mr.rkey;
+  REQUIRE(server.post(read) == 0);
+  const core::Wc read_done = server.next_wc();
+  CHECK(read_done.status == core::WcStatus::success);
+  CHECK(read_done.byte_len == 1u << 20);
+  CHECK(std::memcmp(server.buffer.data() + (1 << 20), client.buffer.data(), 1 << 20) == 0);
+
+  REQUIRE(client.h->call([&](core::Device&, core::IwarpConnectionManager& cm) { return cm.disconnect(client_id); }) ==
+          0);
+  CHECK(client.next_event().type == IwarpEventType::disconnected);
+  CHECK(server.next_event().type == IwarpEventType::disconnected);
+}
+
+TEST_CASE("an iWARP connect where nothing listens is rejected with ECONNREFUSED", "[iwarp]") {
+  Node client("127.83.90.3");
+  client.h->call([&](core::Device&, core::IwarpConnectionManager& cm) {
+    return cm.connect(endpoint("127.83.90.4", 17175), client.qpn, {}).ok();
+  });
+  const core::IwarpEvent e = client.next_event();
+  CHECK(e.type == IwarpEventType::rejected);
+  CHECK(e.status == ECONNREFUSED);
+}
