@@ -29,6 +29,8 @@ TerminateCause decode_error_cause(wire::Error e) {
       return cause::ddp_untagged_invalid_qn;
     case wire::Error::bad_version:
       return cause::rdmap_invalid_version;
+    case wire::Error::bad_crc:
+      return cause::mpa_crc_error;
     default:
       return cause::mpa_fpdu_length_error;
   }

@@ -72,11 +72,17 @@ void IwarpHost::set_event_handler(IwarpEventHandler handler) {
 }
 
 void IwarpHost::after_call() {
-  carry_out_actions();
-  write_ready();
-  take_events();
+  settle();
   // The progress thread polls new sockets, waits for room in full ones, delivers events.
   kick();
+}
+
+void IwarpHost::settle() {
+  // Writing can end a stream (a Terminate is its last FPDU), which asks for its close.
+  do {
+    carry_out_actions();
+  } while (write_ready());
+  take_events();
 }
 
 void IwarpHost::carry_out_actions() {
@@ -117,21 +123,25 @@ void IwarpHost::carry_out_actions() {
   }
 }
 
-void IwarpHost::write_ready() {
+bool IwarpHost::write_ready() {
+  bool any = false;
   while (const auto id = cm_.next_ready()) {
     const auto it = connections_.find(*id);
-    if (it != connections_.end()) flush(*id, it->second);
+    if (it != connections_.end()) any |= flush(*id, it->second);
   }
+  return any;
 }
 
 // Takes the CM's bytes for `c` while there is room, and writes what the kernel accepts. A
 // closing connection sends its FIN once everything is out; it stays open for reading until
 // the peer's FIN, so that data in flight towards us does not turn the close into a reset.
-void IwarpHost::flush(std::uint32_t id, Connection& c) {
-  if (c.connecting) return;
+bool IwarpHost::flush(std::uint32_t id, Connection& c) {
+  if (c.connecting) return false;
   c.pull_more = false;
+  bool pulled = false;
   while (c.out.size() < kOutCap) {
     if (!cm_.tcp_transmit(id, c.out)) break;
+    pulled = true;
     c.pull_more = c.out.size() >= kOutCap;
   }
   std::size_t sent = 0;
@@ -142,6 +152,7 @@ void IwarpHost::flush(std::uint32_t id, Connection& c) {
   }
   c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
   if (c.closing && c.out.empty() && !c.pull_more) ::shutdown(c.fd.get(), SHUT_WR);
+  return pulled;
 }
 
 void IwarpHost::read(std::uint32_t id, Connection& c) {
@@ -232,9 +243,7 @@ void IwarpHost::run() {
     owners.assign(1, 0);
     {
       std::lock_guard lock(mutex_);
-      carry_out_actions();
-      write_ready();
-      take_events();
+      settle();
       for (const auto& [handle, fd] : listeners_) {
         fds.push_back({fd.get(), POLLIN, 0});
         owners.push_back(handle | kListenerBit);

@@ -73,10 +73,12 @@ class IwarpHost {
 
   IwarpHost(const IwarpHostConfig& config, core::Gid gid);
   void run();
-  void after_call();         // the lock is held
-  void carry_out_actions();  // the lock is held
-  void write_ready();        // the lock is held
-  void flush(std::uint32_t id, Connection& c);
+  // The rest runs with the lock held, but deliver() and kick().
+  void after_call();
+  void settle();  // actions, writes and events, until none is left
+  void carry_out_actions();
+  bool write_ready();  // whether anything was taken from the CM
+  bool flush(std::uint32_t id, Connection& c);
   void read(std::uint32_t id, Connection& c);
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);

@@ -217,8 +217,10 @@ TEST_CASE("a corrupted FPDU is refused with an MPA CRC Terminate when CRCs were 
   params.crc = true;
   StreamPair p(params);
   p.post_recv(p.b, 0, 64);
+  // A payload byte, or one of the queue number's: a damaged header is a CRC error too.
+  const bool in_header = GENERATE(false, true);
   p.tamper = [&](const Side& from, std::vector<std::uint8_t>& fpdu) {
-    if (&from == &p.a) fpdu[fpdu.size() / 2] ^= 0x01;
+    if (&from == &p.a) fpdu[in_header ? 10 : fpdu.size() / 2] ^= 0x01;
   };
   REQUIRE(p.a.dev->post_send(0, p.a.qpn, p.send(0, 32)) == 0);
   p.pump();

@@ -1,97 +1,23 @@
 // Two embedded iWARP hosts in one process, connected through the kernel's TCP on loopback
 // (127.83.90.x): rdma_cm's exchange through the iWARP CM, then Sends, RDMA Writes and Reads
 // of a megabyte over real sockets, and the disconnect.
-#include "emulator/host/iwarp_host.hpp"
-
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <numeric>
 #include <vector>
 
-#include "emulator/net/udp_gid.hpp"
-#include "tests/net/eventually.hpp"
+#include "tests/host/iwarp_fixture.hpp"
 
 namespace {
 
-namespace core = softrdma::core;
-namespace host = softrdma::host;
+using namespace test;
 using core::IwarpEventType;
-
-struct Node {
-  explicit Node(const std::string& ip) : buffer(4 << 20) {
-    host::IwarpHostConfig config;
-    config.ip = ip;
-    auto started = host::IwarpHost::start(config);
-    REQUIRE(started.host);
-    h = std::move(started.host);
-    h->set_event_handler([this](const core::IwarpEvent& e) {
-      std::lock_guard lock(mutex);
-      events.push_back(e);
-    });
-    h->call([&](core::Device& d, core::IwarpConnectionManager&) {
-      pd = *d.alloc_pd();
-      cq = *d.create_cq(256);
-      const std::uint32_t all = core::access::local_write | core::access::remote_write | core::access::remote_read;
-      mr = *d.reg_mr(pd, addr(0), buffer.size(), addr(0), all);
-      core::QpInitAttr init;
-      init.pd = pd;
-      init.send_cq = init.recv_cq = cq;
-      init.cap = {64, 64, 2, 2, 0};
-      qpn = d.create_qp(init)->qpn;
-      core::QpAttr attr;
-      attr.qp_state = core::QpState::init;
-      attr.port_num = 1;
-      attr.qp_access_flags = all;
-      namespace mask = core::qp_attr;
-      d.modify_qp(0, qpn, attr, mask::state | mask::pkey_index | mask::port | mask::access_flags);
-    });
-  }
-
-  std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
-
-  // Waits for the next CM event.
-  core::IwarpEvent next_event() {
-    REQUIRE(test::eventually([&] {
-      std::lock_guard lock(mutex);
-      return !events.empty();
-    }));
-    std::lock_guard lock(mutex);
-    core::IwarpEvent e = events.front();
-    events.pop_front();
-    return e;
-  }
-
-  // Waits for the next work completion.
-  core::Wc next_wc() {
-    core::Wc wc;
-    REQUIRE(test::eventually([&] {
-      return h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.poll_cq(cq, {&wc, 1}); }) == 1;
-    }));
-    return wc;
-  }
-
-  int post(const core::SendWr& wr) {
-    return h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.post_send(0, qpn, wr); });
-  }
-
-  std::vector<std::uint8_t> buffer;
-  std::unique_ptr<host::IwarpHost> h;
-  std::uint32_t pd = 0, cq = 0, qpn = 0;
-  core::MrKeys mr;
-  std::mutex mutex;
-  std::deque<core::IwarpEvent> events;
-};
-
-core::TcpEndpoint endpoint(const std::string& ip, std::uint16_t port) { return {*softrdma::net::parse_gid(ip), port}; }
 
 }  // namespace
 
 TEST_CASE("two iWARP hosts connect over kernel TCP and move data both ways", "[iwarp]") {
-  Node server("127.83.90.1"), client("127.83.90.2");
+  IwarpNode server("127.83.90.1"), client("127.83.90.2");
   const core::TcpEndpoint service = endpoint("127.83.90.1", 17174);
   REQUIRE(server.h->listen(service).ok());
   CHECK(server.h->listen(service).error() == EADDRINUSE);
@@ -159,7 +85,7 @@ TEST_CASE("two iWARP hosts connect over kernel TCP and move data both ways", "[i
 }
 
 TEST_CASE("an iWARP connect where nothing listens is rejected with ECONNREFUSED", "[iwarp]") {
-  Node client("127.83.90.3");
+  IwarpNode client("127.83.90.3");
   client.h->call([&](core::Device&, core::IwarpConnectionManager& cm) {
     return cm.connect(endpoint("127.83.90.4", 17175), client.qpn, {}).ok();
   });

@@ -154,7 +154,9 @@ MpaStreamItem MpaStreamDecoder::finish_fpdu() {
   const Result<FpduView> view = FpduView::check({buffer_.get(), fill_}, crc_);
   if (!view) return fail(view.error());
   const Result<RdmapMessage> message = RdmapMessage::parse(view->ulpdu());
-  if (!message) return fail(message.error());
+  // A header that fails to parse under a failed CRC is damage, not a protocol error
+  // (RFC 5044 s4.4: the CRC covers the whole FPDU).
+  if (!message) return fail(crc_ && view->received_crc() != crc_running_ ? Error::bad_crc : message.error());
   MpaStreamItem item;
   item.kind = MpaItemKind::fpdu;
   item.stream_offset = unit_start_;
