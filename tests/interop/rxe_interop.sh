@@ -27,16 +27,19 @@ SELF_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SELF_DIR/../.." && pwd)
 SHARED=${SOFTRDMA_SHARED_DIR:-$REPO/../shared}
 SOFTRDMA=$REPO/build/tools/softrdma/softrdma
+IWARP_RPING=$REPO/build/tests/interop/iwarp_rping
 OUT=
 ONLY=.
 KEEP_UP=0
 
 usage() {
 	cat <<-EOF
-	usage: rxe_interop.sh [--softrdma PATH] [--out DIR] [--only REGEX] [--keep-up]
+	usage: rxe_interop.sh [--softrdma PATH] [--iwarp-rping PATH] [--out DIR] [--only REGEX] [--keep-up]
 	Runs RDMA programs between softrdma (host side, 10.99.0.1) and Linux rxe in a QEMU guest
-	(10.99.0.2), both directions, and checks each exchange's capture and ICRC counters.
+	(10.99.0.2), both directions, and checks each exchange's capture and ICRC counters; then
+	rping's protocol between softrdma's iWARP engine (10.99.1.1) and Linux siw (10.99.1.2).
 	  --softrdma PATH  the softrdma tool (default $REPO/build/tools/softrdma/softrdma)
+	  --iwarp-rping PATH  tests/interop/iwarp_rping (default under $REPO/build)
 	  --out DIR        captures, logs and matrix.md (default \$RXE_WORK/interop-results)
 	  --only REGEX     run only the cases whose name matches (e.g. 'rc_pingpong')
 	  --keep-up        leave the guest running afterwards (it is reused by the next run)
@@ -48,6 +51,7 @@ usage() {
 while (($#)); do
 	case $1 in
 	--softrdma) SOFTRDMA=${2:?--softrdma needs a path}; shift 2 ;;
+	--iwarp-rping) IWARP_RPING=${2:?--iwarp-rping needs a path}; shift 2 ;;
 	--out) OUT=${2:?--out needs a directory}; shift 2 ;;
 	--only) ONLY=${2:?--only needs a regex}; shift 2 ;;
 	--keep-up) KEEP_UP=1; shift ;;
@@ -64,6 +68,7 @@ W=${RXE_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/softrdma-interop}
 NS=${RXE_NETNS:-rdmanet}
 OUT=${OUT:-$W/interop-results}
 [[ -x $SOFTRDMA ]] || { echo "rxe_interop.sh: no softrdma tool at $SOFTRDMA (build it or pass --softrdma)" >&2; exit 2; }
+[[ -x $IWARP_RPING ]] || { echo "rxe_interop.sh: no iwarp_rping at $IWARP_RPING (build it or pass --iwarp-rping)" >&2; exit 2; }
 [[ -x $RXE ]] || skip "no guest script at $RXE"
 ((EUID == 0)) || skip "needs root for network namespaces and tap devices"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
@@ -144,11 +149,11 @@ side_args() { # side_args ARGS ROLE SERVER_ADDRESS
 	echo "${a//\{server\}/$3}"
 }
 
-capture_start() { # capture_start FILE
+capture_start() { # capture_start FILE [BRIDGE FILTER]
 	# A snaplen above the bridge's 1500-byte MTU but far below the default 256 KiB: the ring
 	# holds buffer/snaplen frames, and with the default it dropped packets of a burst.
 	# (not through nsx: $! must be tcpdump itself, which `ip netns exec` becomes)
-	ip netns exec "$NS" tcpdump -Z root -i br0 --immediate-mode -B 16384 -s 2048 -U -w "$1" 'udp port 4791' \
+	ip netns exec "$NS" tcpdump -Z root -i "${2:-br0}" --immediate-mode -B 16384 -s 2048 -U -w "$1" "${3:-udp port 4791}" \
 		>/dev/null 2>"$1.tcpdump.log" </dev/null &
 	CAP_PID=$!
 	local i
@@ -313,6 +318,64 @@ for dir in to-rxe from-rxe; do
 	else
 		run_case "$dir.cm.send_bw.data_req_resent" "$dir" ib_send_bw "-R -n 100 -s 4096" "--faults tx.qp=1,tx.drop=3"
 	fi
+done
+
+# iWARP against Linux siw (guest A's siw0 on eth1, 10.99.1.2; we are 10.99.1.1 on br1): rping's
+# protocol spoken by tests/interop/iwarp_rping on the engine's iWARP host (no verbs shim yet)
+# against siw's own rping, both directions, without MPA CRCs (siw's default) and with them
+# asked for by us (siw takes a peer's C bit). Checks: both exit 0, every ping arrived, and the
+# capture on br1 passes `softrdma dump --check` (MPA CRCs verified where negotiated) and
+# tshark-validate (TCP checksums not judged: the guest's NIC offloads them).
+# Our client waits 100 ms after the connection is up before its first Send: siw as responder
+# sends its MPA Reply before it hooks the socket to the QP, and FPDUs arriving in between sit
+# unread until more data comes. Under TCG that window is milliseconds wide on a fresh guest, and
+# a client that sends at once (ours, 0.2 ms after the Reply) waited 30 s for an answer.
+run_siw_case() { # run_siw_case NAME DIRECTION [--crc]
+	local name=$1 dir=$2 crc=${3:-} why=() t=$SECONDS pings=20
+	[[ $name =~ $ONLY ]] || return 0
+	local pcap=$OUT/$name.pcap ours=$OUT/$name.softrdma.log theirs=$OUT/$name.siw.log rc_ours=0
+	local rping_args="-v -C $pings -S 100"
+	capture_start "$pcap" br1 "tcp port 7174"
+	if [[ $dir == to-siw ]]; then
+		guest "bgrun $name sh -c 'rping -s -a 10.99.1.2 $rping_args; echo exit=\$?'; sleep 2" >/dev/null
+		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -c -a 10.99.1.2 -b 10.99.1.1 --settle 100 $rping_args $crc >"$ours" 2>&1 || rc_ours=$?
+		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
+			grep -q ^exit= /tmp/$name.log || killall -9 rping; cat /tmp/$name.log" >"$theirs" 2>&1
+	else
+		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -s -a 10.99.1.1 $rping_args $crc >"$ours" 2>&1 &
+		local ours_pid=$!
+		sleep 1
+		guest "timeout 50 rping -c -a 10.99.1.1 $rping_args; echo exit=\$?" 60 >"$theirs" 2>&1
+		wait "$ours_pid" || rc_ours=$?
+	fi
+	capture_stop "$pcap"
+	((rc_ours == 0)) || why+=("softrdma side exited $rc_ours")
+	grep -q '^exit=0' "$theirs" || why+=("siw side failed")
+	local client_log=$ours
+	[[ $dir == from-siw ]] && client_log=$theirs
+	local got
+	got=$(grep -c '^ping data: rdma-ping-' "$client_log")
+	((got == pings)) || why+=("$got of $pings pings")
+	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
+	if [[ -n $crc ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
+	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
+		why+=("tshark-validate failed")
+	local result=pass
+	if ((${#why[@]})); then
+		result="FAIL: $(IFS=';'; echo "${why[*]}")"
+		FAILS=$((FAILS + 1))
+	fi
+	local packets
+	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
+	log "$name: $result ($packets packets, $((SECONDS - t)) s)"
+	local arrow="softrdma → siw"
+	[[ $dir == from-siw ]] && arrow="siw → softrdma"
+	ROWS+=("| rping protocol (\`iwarp_rping\`${crc:+ $crc}) | $arrow | $result | $packets |")
+}
+
+for dir in to-siw from-siw; do
+	run_siw_case "$dir.iwarp.rping" "$dir"
+	run_siw_case "$dir.iwarp.rping.crc" "$dir" --crc
 done
 
 {
