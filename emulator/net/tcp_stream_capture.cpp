@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::uint16_t kDefaultMssIpv4 = 1460;  // 1500 - 20 (IPv4) - 20 (TCP)
 constexpr std::uint16_t kDefaultMssIpv6 = 1440;  // 1500 - 40 (IPv6) - 20 (TCP)
+constexpr std::size_t kWindow = 0xFFFF;          // what both ends advertise: the largest without window scaling
 constexpr std::size_t kMaxHeaders =
     wire::Ethernet::length + wire::Ipv6::length + wire::Tcp::min_length + wire::Tcp::mss_option_length;
 
@@ -45,16 +46,21 @@ void TcpStreamCapture::open(std::uint64_t now) {
 
 void TcpStreamCapture::data(std::uint64_t now, TcpSide from, std::span<const std::uint8_t> bytes) {
   if (reset_ || end(from).closed) return;
-  int unacknowledged_full = 0;
+  int full_segments = 0;           // since the peer's last ACK
+  std::size_t unacknowledged = 0;  // bytes since the peer's last ACK
   while (!bytes.empty()) {
     const std::size_t n = std::min<std::size_t>(bytes.size(), mss_);
     const bool last = n == bytes.size();
     segment(now, from, last ? wire::Tcp::psh | wire::Tcp::ack_flag : wire::Tcp::ack_flag, bytes.first(n));
     bytes = bytes.subspan(n);
-    if (n == mss_) ++unacknowledged_full;
-    if (last || unacknowledged_full == 2) {
+    full_segments += n == mss_ ? 1 : 0;
+    unacknowledged += n;
+    // The window must hold the next segment too: with an MSS over half the window (loopback's
+    // is 65483) the peer ACKs every segment.
+    if (last || full_segments == 2 || unacknowledged + mss_ > kWindow) {
       segment(now, peer(from), wire::Tcp::ack_flag);
-      unacknowledged_full = 0;
+      full_segments = 0;
+      unacknowledged = 0;
     }
   }
 }
@@ -83,6 +89,7 @@ void TcpStreamCapture::segment(std::uint64_t now, TcpSide from, std::uint8_t fla
   tcp.seq = src.next_seq;
   tcp.ack = (flags & wire::Tcp::ack_flag) ? dst.next_seq : 0;
   tcp.flags = flags;
+  tcp.window = kWindow;
   tcp.mss = syn ? mss_ : 0;
   const std::size_t ip_length = ipv4_ ? wire::Ipv4::min_length : wire::Ipv6::length;
   const std::size_t tcp_length = tcp.header_length() + payload.size();

@@ -7,8 +7,8 @@
 // - open(): SYN, SYN-ACK, ACK, each SYN with the MSS option (RFC 9293 s3.5, s3.7.1);
 // - data(): segments of at most one MSS, the last of each call with PSH, every one numbered
 //   and acknowledging all the peer sent; the receiver ACKs every second full segment and
-//   the end of each call, as delayed ACKs do (RFC 9293 s3.8.6.3), so the bytes in flight
-//   stay far inside the 65535-byte window both ends advertise;
+//   the end of each call, as delayed ACKs do (RFC 9293 s3.8.6.3), and sooner when the
+//   65535-byte window both ends advertise could not take another segment;
 // - close(): one side's FIN and the peer's ACK (each side closes on its own, RFC 9293 s3.6);
 // - reset(): one side's RST, after which the connection has ended.
 // Frames are Ethernet with the MACs the capture stage gives addresses (mac_for()), IPv4 with
@@ -46,7 +46,7 @@ struct TcpCaptureOptions {
   // The largest segment, at most kMaxMss; 0: 1460 over IPv4, 1440 over IPv6 (a 1500-byte MTU
   // less the IP and TCP headers).
   std::uint16_t mss = 0;
-  std::uint32_t local_isn = 0;  // initial sequence numbers
+  std::uint32_t local_isn = 0;  // initial sequence numbers: any will do, readers count from them
   std::uint32_t remote_isn = 0;
 };
 
@@ -55,6 +55,7 @@ class TcpStreamCapture {
   // IPv4's total length is 16 bits: a 20-byte IP and a 20-byte TCP header leave this much.
   static constexpr std::uint16_t kMaxMss = 65535 - 40;
 
+  // `frame` is valid during the call only.
   using FrameSink = std::function<void(std::uint64_t time_ns, std::span<const std::uint8_t> frame)>;
 
   TcpStreamCapture(const TcpConnectionEnds& ends, FrameSink sink, TcpCaptureOptions options = {});

@@ -82,17 +82,23 @@ struct Walk {
 };
 
 // Parses every frame and checks the numbering: each segment starts at its sender's next
-// sequence number and acknowledges all its peer sent (RFC 9293 s3.4).
+// sequence number, acknowledges all its peer sent (RFC 9293 s3.4), and stays within the
+// window its peer advertised.
 Walk walk(const std::vector<Bytes>& frames, const TcpConnectionEnds& ends, const TcpCaptureOptions& o) {
   Walk w;
   std::uint32_t next[2] = {o.local_isn, o.remote_isn};
+  std::uint32_t acknowledged[2] = {o.local_isn, o.remote_isn};  // by the peer
   for (std::size_t i = 0; i < frames.size(); ++i) {
     INFO("frame " << i + 1);
     Segment s = parse(frames[i], ends);
     const auto me = static_cast<std::size_t>(s.from), peer = 1 - me;
     CHECK(s.seq == next[me]);
-    if (s.flags & kAck) CHECK(s.ack == next[peer]);
+    if (s.flags & kAck) {
+      CHECK(s.ack == next[peer]);
+      acknowledged[peer] = s.ack;
+    }
     next[me] += static_cast<std::uint32_t>(s.payload.size()) + ((s.flags & (kSyn | kFin)) ? 1 : 0);
+    CHECK(next[me] - acknowledged[me] <= 0xFFFF);
     w.largest_payload = std::max(w.largest_payload, s.payload.size());
     w.carried[me].insert(w.carried[me].end(), s.payload.begin(), s.payload.end());
     w.segments.push_back(std::move(s));
@@ -222,7 +228,8 @@ TEST_CASE("TcpStreamCapture: an MSS too large for IPv4 is cut to the largest tha
     CHECK(c.mss() == TcpStreamCapture::kMaxMss);
     c.data(1, TcpSide::local, Bytes(70000, 0x01));
   });
-  const Walk w = walk(frames, test::ipv4_ends(), o);
+  const Walk w = walk(frames, test::ipv4_ends(), o);  // each segment ACKed: two overfill the window
+  REQUIRE(w.segments.size() == 4);
   CHECK(w.largest_payload == TcpStreamCapture::kMaxMss);
   CHECK(w.carried[0].size() == 70000);
 }

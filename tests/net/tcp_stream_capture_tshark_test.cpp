@@ -87,12 +87,18 @@ TEST_CASE("TcpStreamCapture: tshark decodes the iWARP connection, nothing malfor
     return;
   }
   const bool v6 = GENERATE(false, true);
-  const auto [crc, corrupt] = GENERATE(table<bool, int>({{false, -1}, {true, -1}, {true, 3}}));
-  INFO("CRC " << crc << ", IPv6 " << v6 << ", bad CRC in FPDU " << corrupt);
+  // MSS 0 is the default; 65483 is loopback's (MTU 65536), where every segment is ACKed.
+  const auto [crc, corrupt, mss] = GENERATE(table<bool, int, std::uint16_t>({{false, -1, std::uint16_t{0}},
+                                                                             {true, -1, std::uint16_t{0}},
+                                                                             {true, 3, std::uint16_t{0}},
+                                                                             {true, -1, std::uint16_t{65483}}}));
+  INFO("CRC " << crc << ", IPv6 " << v6 << ", bad CRC in FPDU " << corrupt << ", MSS option " << mss);
   const softrdma::net::TcpConnectionEnds ends = v6 ? test::ipv6_ends() : test::ipv4_ends();
   const test::IwarpExchange x = test::iwarp_exchange(crc, corrupt);
   const std::string path = test::temp_capture_path("tcp-capture-tshark");
-  test::write_capture(path, ends, x);
+  softrdma::net::TcpCaptureOptions options;
+  options.mss = mss;
+  test::write_capture(path, ends, x, options);
 
   // Nothing malformed, no bad checksum, no TCP analysis remark (lost or unseen segments,
   // retransmissions, window trouble): the numbering holds together.
