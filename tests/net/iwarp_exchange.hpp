@@ -88,7 +88,7 @@ class IwarpExchangeBuilder {
     const std::size_t at = into.size();
     into.resize(at + wire::iwarp::fpdu_length(ulpdu.size()));
     wire::iwarp::emit_fpdu(into.data() + at, ulpdu, x_.crc);
-    const bool bad = x_.crc && fpdus_++ == corrupt_;
+    const bool bad = fpdus_++ == corrupt_ && x_.crc;
     if (bad) into.back() ^= 0x01;  // the CRC field's last byte
     x_.items.push_back({from, MpaItemKind::fpdu, m.opcode, m.ddp.last, !bad});
   }
@@ -158,8 +158,9 @@ inline IwarpExchange iwarp_exchange(bool crc, int corrupt = -1) {
   b.fpdu(L, tagged(RdmapOpcode::write, 0x100, 0x5000 + 1000, Bytes(1000, 0x12)), w);
   b.write(L, std::move(w));
 
-  w = {};  // many segments, many ACKs
-  wire::iwarp::RdmapMessage inv = untagged(RdmapOpcode::send_invalidate, 2, Bytes(20000, 0x44));
+  w = {};                          // many segments, many ACKs
+  const Bytes large(20000, 0x44);  // RdmapMessage::payload only points at it
+  wire::iwarp::RdmapMessage inv = untagged(RdmapOpcode::send_invalidate, 2, large);
   inv.invalidate_stag = 0x400;
   b.fpdu(L, inv, w);
   b.write(L, std::move(w));
