@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/udp_gid.hpp"
 
 namespace softrdma::host {
@@ -31,6 +33,10 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
   if (host->wake_fd_.get() < 0) {
     s.error = "iWARP device: eventfd failed";
     return s;
+  }
+  if (config.capture_path) {
+    host->pcap_ = net::PcapWriter::create(*config.capture_path, net::kLinkEthernet, s.error, 1 << 20);
+    if (!host->pcap_) return s;
   }
   host->thread_ = std::thread([h = host.get()] { h->run(); });
   s.host = std::move(host);
@@ -148,10 +154,16 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
   while (sent < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n <= 0) break;
+    if (c.capture)
+      c.capture->data(net::CaptureStage::wall_clock_ns(), net::TcpSide::local,
+                      {c.out.data() + sent, static_cast<std::size_t>(n)});
     sent += static_cast<std::size_t>(n);
   }
   c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
-  if (c.closing && c.out.empty() && !c.pull_more) ::shutdown(c.fd.get(), SHUT_WR);
+  if (c.closing && c.out.empty() && !c.pull_more) {
+    ::shutdown(c.fd.get(), SHUT_WR);
+    if (c.capture) c.capture->close(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
+  }
   return pulled;
 }
 
@@ -160,11 +172,18 @@ void IwarpHost::read(std::uint32_t id, Connection& c) {
   for (;;) {
     const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
     if (n > 0) {
+      if (c.capture)
+        c.capture->data(net::CaptureStage::wall_clock_ns(), net::TcpSide::remote,
+                        {buffer, static_cast<std::size_t>(n)});
       cm_.tcp_received(id, {buffer, static_cast<std::size_t>(n)});
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     // The peer's FIN, or a reset: the connection is over.
+    if (c.capture) {
+      const std::uint64_t now = net::CaptureStage::wall_clock_ns();
+      n == 0 ? c.capture->close(now, net::TcpSide::remote) : c.capture->reset(now, net::TcpSide::remote);
+    }
     cm_.tcp_closed(id);
     connections_.erase(id);
     return;
@@ -178,6 +197,7 @@ void IwarpHost::accept_all(std::uint32_t listener, int fd) {
         cm_.tcp_accepted(listener, net::local_endpoint(raw), net::remote_endpoint(raw), net::segment_size(raw));
     Connection c;
     c.fd = std::move(*s);
+    capture_open(c, net::TcpSide::remote);
     connections_[id] = std::move(c);
   }
 }
@@ -189,7 +209,20 @@ void IwarpHost::finish_connect(std::uint32_t id, Connection& c) {
     connections_.erase(id);
     return;
   }
+  capture_open(c, net::TcpSide::local);
   cm_.tcp_connected(id, net::local_endpoint(c.fd.get()), net::segment_size(c.fd.get()));
+}
+
+void IwarpHost::capture_open(Connection& c, net::TcpSide opener) {
+  if (!pcap_) return;
+  const core::TcpEndpoint local = net::local_endpoint(c.fd.get()), remote = net::remote_endpoint(c.fd.get());
+  net::TcpCaptureOptions options;
+  options.mss = static_cast<std::uint16_t>(
+      std::min<std::uint32_t>(net::segment_size(c.fd.get()), net::TcpStreamCapture::kMaxMss));
+  c.capture = std::make_unique<net::TcpStreamCapture>(
+      net::TcpConnectionEnds{local.address, remote.address, local.port, remote.port, opener},
+      [this](std::uint64_t t, std::span<const std::uint8_t> frame) { pcap_->write(t, frame); }, options);
+  c.capture->open(net::CaptureStage::wall_clock_ns());
 }
 
 void IwarpHost::take_events() {

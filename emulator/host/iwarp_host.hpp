@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -25,7 +26,9 @@
 #include "emulator/core/iwarp_cm.hpp"
 #include "emulator/core/memory.hpp"
 #include "emulator/host/host_clock.hpp"
+#include "emulator/net/pcap_file.hpp"
 #include "emulator/net/tcp_socket.hpp"
+#include "emulator/net/tcp_stream_capture.hpp"
 
 namespace softrdma::host {
 
@@ -33,6 +36,9 @@ struct IwarpHostConfig {
   std::string ip;  // the device's address, IPv4 or IPv6 text: connections start and listen here
   core::DeviceConfig device;
   core::Memory* memory = nullptr;  // null: this process's memory
+  // Write every connection as the frames a capture on the wire would show (TCP with the
+  // MPA/DDP/RDMAP it carries; net/tcp_stream_capture.hpp) to this pcap file; none: off.
+  std::optional<std::string> capture_path;
 };
 
 class IwarpHost;
@@ -65,10 +71,11 @@ class IwarpHost {
  private:
   struct Connection {
     net::SocketFd fd;
-    bool connecting = false;        // waiting for the kernel's connect
-    bool closing = false;           // the CM asked for the close: written out, then FIN
-    bool pull_more = false;         // the CM has bytes the buffer had no room for
-    std::vector<std::uint8_t> out;  // taken from the CM, not yet accepted by the kernel
+    bool connecting = false;                         // waiting for the kernel's connect
+    bool closing = false;                            // the CM asked for the close: written out, then FIN
+    bool pull_more = false;                          // the CM has bytes the buffer had no room for
+    std::vector<std::uint8_t> out;                   // taken from the CM, not yet accepted by the kernel
+    std::unique_ptr<net::TcpStreamCapture> capture;  // with a capture file, once connected
   };
 
   IwarpHost(const IwarpHostConfig& config, core::Gid gid);
@@ -86,6 +93,8 @@ class IwarpHost {
   void take_events();  // into pending_events_; the lock is held
   void deliver();      // pending_events_ to the handler, without the lock
   void kick();
+  // With a capture file: starts recording `c` (its handshake, with `opener`'s SYN).
+  void capture_open(Connection& c, net::TcpSide opener);
 
   core::DirectMemory direct_memory_;
   const core::Gid gid_;
@@ -96,6 +105,7 @@ class IwarpHost {
   std::map<std::uint32_t, int> listen_errors_;  // a listen action the kernel refused
   std::map<std::uint32_t, Connection> connections_;
   std::vector<core::IwarpEvent> pending_events_;  // for the progress thread to deliver
+  std::optional<net::PcapWriter> pcap_;           // with a capture file
   std::mutex handler_mutex_;
   IwarpEventHandler handler_;
   net::SocketFd wake_fd_;  // an eventfd: new sockets or bytes for the progress thread

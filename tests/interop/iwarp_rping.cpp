@@ -35,10 +35,12 @@ struct Options {
   bool verbose = false;
   bool crc = false;
   unsigned settle_ms = 0;  // client: the pause between established and the first ping
+  std::string capture;     // a pcap file for the connection; empty: none
 };
 
 void usage(FILE* out) {
   std::fputs("usage: iwarp_rping -s|-c -a ADDRESS [-b BIND] [-p PORT] [-C COUNT] [-S SIZE] [-v] [--crc] [--settle MS]\n"
+             "                   [--capture FILE]\n"
              "rping's protocol over softrdma's engine-level iWARP host (no verbs shim).\n"
              "  -s / -c      server / client\n"
              "  -a ADDRESS   server: the address to listen on; client: the server's\n"
@@ -48,7 +50,8 @@ void usage(FILE* out) {
              "  -S SIZE      ping size in bytes (default 64)\n"
              "  -v           print each ping's data\n"
              "  --crc        ask for MPA CRCs\n"
-             "  --settle MS  client: wait MS after the connection is up before the first ping\n",
+             "  --settle MS  client: wait MS after the connection is up before the first ping\n"
+             "  --capture FILE  write the connection to FILE (pcap)\n",
              out);
 }
 
@@ -76,6 +79,7 @@ class Peer {
   explicit Peer(const Options& o, const std::string& our_address) : o_(o), memory_(3 * o.size + 2 * kInfoLength) {
     host::IwarpHostConfig config;
     config.ip = our_address;
+    if (!o.capture.empty()) config.capture_path = o.capture;
     auto started = host::IwarpHost::start(config);
     if (!started.host) throw std::runtime_error(started.error);
     host_ = std::move(started.host);
@@ -274,6 +278,7 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   bool client = false;
   static const option long_options[] = {{"crc", no_argument, nullptr, 'r'},
                                         {"settle", required_argument, nullptr, 't'},
+                                        {"capture", required_argument, nullptr, 'w'},
                                         {"help", no_argument, nullptr, 'h'},
                                         {}};
   const auto number = [](const char* text) -> unsigned {
@@ -302,6 +307,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
         o.verbose = true;
       else if (c == 'r')
         o.crc = true;
+      else if (c == 'w')
+        o.capture = optarg;
       else if (c == 't')
         o.settle_ms = number(optarg);
       else if (c == 'h')
