@@ -186,6 +186,18 @@ json_field() { # json_field FILE GROUP KEY: a number from a SOFTRDMA_STATS_FILE 
 
 FAILS=0
 ROWS=()
+# Ends a case: pass, or FAIL with the reasons given; a log line and a row of the matrix.
+finish_case() { # finish_case NAME PCAP "PROGRAM CELL" ARROW "LOG DETAILS" [REASON...]
+	local name=$1 pcap=$2 program=$3 arrow=$4 details=$5 result=pass packets
+	shift 5
+	if (($#)); then
+		result="FAIL: $(IFS=';'; echo "$*")"
+		FAILS=$((FAILS + 1))
+	fi
+	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
+	log "$name: $result ($packets packets$details)"
+	ROWS+=("| $program | $arrow | $result | $packets |")
+}
 # run_case NAME DIRECTION PROGRAM "ARGS" ["SOFTRDMA RUN OPTIONS"]
 #   DIRECTION to-rxe: softrdma is the client, rxe the server; from-rxe: the reverse.
 # A case that fails is run once more, and only the second run counts (its row in the matrix,
@@ -252,17 +264,10 @@ run_case_once() {
 	# Every packet that reached rxe passed its header and ICRC checks (ARP may be among the lost).
 	((rxe_took <= ours_on_wire && rxe_took + lost >= ours_on_wire)) ||
 		why+=("rxe took $rxe_took of our $ours_on_wire packets ($lost frames lost on the way)")
-	local result=pass
-	if ((${#why[@]})); then
-		result="FAIL: $(IFS=';'; echo "${why[*]}")"
-		FAILS=$((FAILS + 1))
-	fi
-	local packets
-	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
-	log "$name: $result ($packets packets, $solved rxe packets verified by ID solving, $lost lost towards rxe, $((SECONDS - t)) s)"
 	local arrow="softrdma → rxe"
 	[[ $dir == from-rxe ]] && arrow="rxe → softrdma"
-	ROWS+=("| \`$prog $args\`${runopts:+ under \`$runopts\`} | $arrow | $result | $packets |")
+	finish_case "$name" "$pcap" "\`$prog $args\`${runopts:+ under \`$runopts\`}" "$arrow" \
+		", $solved rxe packets verified by ID solving, $lost lost towards rxe, $((SECONDS - t)) s" "${why[@]}"
 }
 
 # The path MTU is 1024 on both ends (rxe's active_mtu; softrdma's default): 4096-byte
@@ -360,17 +365,9 @@ run_siw_case() { # run_siw_case NAME DIRECTION [--crc]
 	if [[ -n $crc ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
 	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
 		why+=("tshark-validate failed")
-	local result=pass
-	if ((${#why[@]})); then
-		result="FAIL: $(IFS=';'; echo "${why[*]}")"
-		FAILS=$((FAILS + 1))
-	fi
-	local packets
-	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
-	log "$name: $result ($packets packets, $((SECONDS - t)) s)"
 	local arrow="softrdma → siw"
 	[[ $dir == from-siw ]] && arrow="siw → softrdma"
-	ROWS+=("| rping protocol (\`iwarp_rping\`${crc:+ $crc}) | $arrow | $result | $packets |")
+	finish_case "$name" "$pcap" "rping protocol (\`iwarp_rping\`${crc:+ $crc})" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
 }
 
 for dir in to-siw from-siw; do
