@@ -18,6 +18,7 @@ namespace {
 // rest waits in the QP's send queue, so a slow reader costs no more memory than this.
 constexpr std::size_t kOutCap = 256 * 1024;
 constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr int kFlushRounds = 4;
 
 }  // namespace
 
@@ -78,22 +79,32 @@ void IwarpHost::set_event_handler(IwarpEventHandler handler) {
 }
 
 void IwarpHost::after_call() {
-  settle();
-  // The progress thread polls new sockets, waits for room in full ones, delivers events.
-  kick();
+  // The progress thread looks again only for what it must do: poll sockets the call opened or
+  // closed, wait for room in a full one, deliver events. A poll_cq that found nothing wakes
+  // no one: an application spinning on its CQ would otherwise keep both threads busy.
+  if (settle()) kick();
 }
 
-void IwarpHost::settle() {
+bool IwarpHost::settle() {
+  bool acted = false;
   // Writing can end a stream (a Terminate is its last FPDU), which asks for its close.
   do {
-    carry_out_actions();
+    acted |= carry_out_actions();
   } while (write_ready());
   take_events();
+  // A connection holding bytes back needs the thread to wait for room, once.
+  const bool newly_held_back = std::any_of(connections_.begin(), connections_.end(), [](const auto& entry) {
+    const Connection& c = entry.second;
+    return (!c.out.empty() || c.pull_more) && !c.room_awaited;
+  });
+  return acted || newly_held_back || !pending_events_.empty();
 }
 
-void IwarpHost::carry_out_actions() {
+bool IwarpHost::carry_out_actions() {
   using Kind = core::TcpAction::Kind;
+  bool any = false;
   while (const auto a = cm_.next_action()) {
+    any = true;
     switch (a->kind) {
       case Kind::listen: {
         net::SocketResult r = net::listen_tcp(a->endpoint);
@@ -127,6 +138,7 @@ void IwarpHost::carry_out_actions() {
       }
     }
   }
+  return any;
 }
 
 bool IwarpHost::write_ready() {
@@ -143,13 +155,34 @@ bool IwarpHost::write_ready() {
 // the peer's FIN, so that data in flight towards us does not turn the close into a reset.
 bool IwarpHost::flush(std::uint32_t id, Connection& c) {
   if (c.connecting) return false;
-  c.pull_more = false;
+  bool pulled = false;
+  // While the kernel takes all we give it, pull again; a few rounds at most, so that one call
+  // does not hold the lock for a whole transfer (the progress thread goes on at POLLOUT).
+  for (int round = 0; round < kFlushRounds; ++round) {
+    pulled |= pull(id, c);
+    if (!write_out(c) || !c.pull_more) break;
+  }
+  if (c.closing && c.out.empty() && !c.pull_more) {
+    ::shutdown(c.fd.get(), SHUT_WR);
+    if (c.capture) c.capture->close(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
+  }
+  return pulled;
+}
+
+// Takes the CM's bytes while the buffer has room. pull_more says whether the CM may have more:
+// only its "nothing" clears it.
+bool IwarpHost::pull(std::uint32_t id, Connection& c) {
   bool pulled = false;
   while (c.out.size() < kOutCap) {
-    if (!cm_.tcp_transmit(id, c.out)) break;
+    c.pull_more = cm_.tcp_transmit(id, c.out);
+    if (!c.pull_more) break;
     pulled = true;
-    c.pull_more = c.out.size() >= kOutCap;
   }
+  return pulled;
+}
+
+// Writes what the kernel takes; whether it took everything.
+bool IwarpHost::write_out(Connection& c) {
   std::size_t sent = 0;
   while (sent < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -160,11 +193,7 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
     sent += static_cast<std::size_t>(n);
   }
   c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
-  if (c.closing && c.out.empty() && !c.pull_more) {
-    ::shutdown(c.fd.get(), SHUT_WR);
-    if (c.capture) c.capture->close(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
-  }
-  return pulled;
+  return c.out.empty();
 }
 
 void IwarpHost::read(std::uint32_t id, Connection& c) {
@@ -281,8 +310,9 @@ void IwarpHost::run() {
         fds.push_back({fd.get(), POLLIN, 0});
         owners.push_back(handle | kListenerBit);
       }
-      for (const auto& [id, c] : connections_) {
+      for (auto& [id, c] : connections_) {
         const bool wants_out = c.connecting || !c.out.empty() || c.pull_more;
+        c.room_awaited = wants_out;
         fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (wants_out ? POLLOUT : 0)), 0});
         owners.push_back(id);
       }

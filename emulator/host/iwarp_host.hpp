@@ -74,6 +74,7 @@ class IwarpHost {
     bool connecting = false;                         // waiting for the kernel's connect
     bool closing = false;                            // the CM asked for the close: written out, then FIN
     bool pull_more = false;                          // the CM has bytes the buffer had no room for
+    bool room_awaited = false;                       // the progress thread polls it for POLLOUT
     std::vector<std::uint8_t> out;                   // taken from the CM, not yet accepted by the kernel
     std::unique_ptr<net::TcpStreamCapture> capture;  // with a capture file, once connected
   };
@@ -82,10 +83,13 @@ class IwarpHost {
   void run();
   // The rest runs with the lock held, but deliver() and kick().
   void after_call();
-  void settle();  // actions, writes and events, until none is left
-  void carry_out_actions();
-  bool write_ready();  // whether anything was taken from the CM
-  bool flush(std::uint32_t id, Connection& c);
+  // Actions, writes and events, until none is left; whether the progress thread must look.
+  bool settle();
+  bool carry_out_actions();                     // whether there were any
+  bool write_ready();                           // whether anything was taken from the CM
+  bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
+  bool pull(std::uint32_t id, Connection& c);
+  bool write_out(Connection& c);
   void read(std::uint32_t id, Connection& c);
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);
