@@ -40,6 +40,11 @@ MpaStreamDecoder::Step MpaStreamDecoder::consume(std::span<const std::uint8_t> i
       crc_ = want_crc_;
     }
     const std::span<const std::uint8_t> rest = input.subspan(s.consumed);
+    if (const std::size_t whole = whole_fpdu_at(rest)) {
+      s.consumed += whole;
+      s.item = fpdu_in_place(rest.first(whole));
+      return s;
+    }
     if (marker_fill_ > 0 || marker_due()) {
       s.consumed += take_marker_bytes(rest);
       if (marker_fill_ == MpaMarker::length) {
@@ -124,7 +129,7 @@ std::optional<MpaStreamItem> MpaStreamDecoder::unit_complete() {
       phase_ = Phase::fpdu_body;
       return std::nullopt;
     case Phase::fpdu_body:
-      return finish_fpdu();
+      return finish_fpdu({buffer_.get(), fill_}, crc_running_);
     case Phase::failed:
       break;
   }
@@ -150,13 +155,28 @@ MpaStreamItem MpaStreamDecoder::finish_frame() {
   return item;
 }
 
-MpaStreamItem MpaStreamDecoder::finish_fpdu() {
-  const Result<FpduView> view = FpduView::check({buffer_.get(), fill_}, crc_);
+// A whole marker-free FPDU at the start of `input`: its length, else 0.
+std::size_t MpaStreamDecoder::whole_fpdu_at(std::span<const std::uint8_t> input) const {
+  if (unit_started_ || phase_ != Phase::fpdu_length || markers_ || input.size() < Fpdu::length_field) return 0;
+  const std::size_t length = fpdu_length(Fpdu::ulpdu_length::get(input.data()));
+  return input.size() >= length ? length : 0;
+}
+
+// Checks and parses an FPDU where it lies in the caller's input: no copy into buffer_.
+MpaStreamItem MpaStreamDecoder::fpdu_in_place(std::span<const std::uint8_t> fpdu) {
+  start_unit();
+  offset_ += fpdu.size();
+  const std::uint32_t crc = crc_ ? crc32c(fpdu.first(fpdu.size() - Fpdu::crc_length)) : 0;
+  return finish_fpdu(fpdu, crc);
+}
+
+MpaStreamItem MpaStreamDecoder::finish_fpdu(std::span<const std::uint8_t> bytes, std::uint32_t crc_computed) {
+  const Result<FpduView> view = FpduView::check(bytes, crc_);
   if (!view) return fail(view.error());
   const Result<RdmapMessage> message = RdmapMessage::parse(view->ulpdu());
   // A header that fails to parse under a failed CRC is damage, not a protocol error
   // (RFC 5044 s4.4: the CRC covers the whole FPDU).
-  if (!message) return fail(crc_ && view->received_crc() != crc_running_ ? Error::bad_crc : message.error());
+  if (!message) return fail(crc_ && view->received_crc() != crc_computed ? Error::bad_crc : message.error());
   MpaStreamItem item;
   item.kind = MpaItemKind::fpdu;
   item.stream_offset = unit_start_;
@@ -167,7 +187,7 @@ MpaStreamItem MpaStreamDecoder::finish_fpdu() {
   f.crc_checked = crc_;
   f.crc_received = view->received_crc();
   if (crc_) {
-    f.crc_computed = crc_running_;
+    f.crc_computed = crc_computed;
     f.crc_ok = f.crc_received == f.crc_computed;
   }
   f.payload_length = message->payload.size();

@@ -3,8 +3,9 @@
 // Feed it the in-order TCP payload bytes of one direction, in chunks of any size: it first
 // expects an MPA Request or Reply frame, then FPDUs, and yields one item per frame or FPDU
 // (MPA fields, DDP and RDMAP fields, CRC verdict, stream offset), or one error item after
-// which it ignores the rest of the stream. It holds at most one frame or one FPDU (markers
-// removed) at a time: a buffer of 65,544 bytes allocated once.
+// which it ignores the rest of the stream. An FPDU that arrives whole in one chunk (and
+// without markers) is checked where it lies; otherwise it holds at most one frame or one FPDU
+// (markers removed) at a time, in a buffer of 65,544 bytes allocated once.
 //
 // Negotiation (RFC 5044 s7.1): markers in a direction are asked for by the *receiver's*
 // frame (its M bit), and CRCs are used when either frame has C set. A decoder sees only its
@@ -36,7 +37,9 @@ struct MpaFpduInfo {
   std::uint32_t crc_received = 0;  // the CRC field, read little-endian
   std::uint32_t crc_computed = 0;  // crc_checked only
   std::size_t payload_length = 0;  // ULPDU bytes after the DDP and RDMAP headers
-  RdmapMessage message;            // message.payload: valid only until the decoder is fed again
+  // message.payload: valid only until the decoder is fed again, and while the input fed is
+  // (an FPDU that arrives whole is parsed where it lies, not copied).
+  RdmapMessage message;
 };
 
 // One decoded unit of the stream. Exactly one of frame / fpdu / error is meaningful, by kind.
@@ -94,7 +97,9 @@ class MpaStreamDecoder {
   std::size_t take_unit_bytes(std::span<const std::uint8_t> input);
   std::optional<MpaStreamItem> unit_complete();
   MpaStreamItem finish_frame();
-  MpaStreamItem finish_fpdu();
+  std::size_t whole_fpdu_at(std::span<const std::uint8_t> input) const;
+  MpaStreamItem fpdu_in_place(std::span<const std::uint8_t> fpdu);
+  MpaStreamItem finish_fpdu(std::span<const std::uint8_t> bytes, std::uint32_t crc_computed);
   MpaStreamItem fail(Error e);
 
   static constexpr std::size_t capacity = fpdu_length(Fpdu::max_ulpdu);
