@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "emulator/net/tcp_socket.hpp"
@@ -178,4 +180,48 @@ TEST_CASE("a TCP reset in the middle of a message flushes the QP and ends the co
   const core::Wc wc = l.server.next_wc();
   CHECK(wc.wr_id == 7);
   CHECK(wc.status == core::WcStatus::wr_flush_err);
+}
+
+TEST_CASE("a peer that stops reading holds our Writes in the send queue, not in buffers", "[iwarp]") {
+  // A raw server that answers the MPA Request and then reads nothing more.
+  auto listener = softrdma::net::listen_tcp(endpoint("127.83.91.7", 0));
+  REQUIRE(listener.error == 0);
+  const core::TcpEndpoint service = softrdma::net::local_endpoint(listener.fd.get());
+  IwarpNode client("127.83.91.8");
+  const auto id = client.h->call(
+      [&](core::Device&, core::IwarpConnectionManager& cm) { return cm.connect(service, client.qpn, {}); });
+  REQUIRE(id.ok());
+  pollfd p{listener.fd.get(), POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 5000) == 1);
+  auto peer = softrdma::net::accept_tcp(listener.fd.get());
+  REQUIRE(peer);
+  Bytes request(24);
+  pollfd q{peer->get(), POLLIN, 0};
+  REQUIRE(::poll(&q, 1, 5000) == 1);
+  REQUIRE(::recv(peer->get(), request.data(), request.size(), MSG_WAITALL) == 24);
+  const Bytes reply = frame(false, 0x10);
+  REQUIRE(::send(peer->get(), reply.data(), reply.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(reply.size()));
+  REQUIRE(client.next_event().type == IwarpEventType::established);
+
+  // 1 MiB Writes until the send queue is full (64): far more than the socket buffers and the
+  // host's 256 KiB take.
+  core::SendWr write;
+  write.opcode = core::WrOpcode::rdma_write;
+  write.flags = core::send_flags::signaled;
+  write.sg_list = {{client.addr(0), 1 << 20, client.mr.lkey}};
+  write.rkey = 0x100;
+  while (client.post(write) == 0) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int completed = client.h->call([&](core::Device& d, core::IwarpConnectionManager&) {
+    std::vector<core::Wc> wcs(4096);
+    return d.poll_cq(client.cq, wcs);
+  });
+  // What completed went into the kernel's buffers (at most 4 MiB to send and 6 MiB to
+  // receive by Linux's defaults) and the host's own 256 KiB; everything else is still a WQE.
+  CHECK(completed > 0);
+  CHECK(completed < 32);
+  const std::size_t queued =
+      client.h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.qp(client.qpn)->sq.size(); });
+  CHECK(queued > 0);
 }
