@@ -36,11 +36,14 @@ struct Options {
   bool crc = false;
   unsigned settle_ms = 0;  // client: the pause between established and the first ping
   std::string capture;     // a pcap file for the connection; empty: none
+  // Name a buffer by an STag that does not exist (client: the one it advertises; server: the
+  // one it reads): the peer must end the connection with a Terminate, and that is success.
+  bool bad_stag = false;
 };
 
 void usage(FILE* out) {
   std::fputs("usage: iwarp_rping -s|-c -a ADDRESS [-b BIND] [-p PORT] [-C COUNT] [-S SIZE] [-v] [--crc] [--settle MS]\n"
-             "                   [--capture FILE]\n"
+             "                   [--capture FILE] [--bad-stag]\n"
              "rping's protocol over softrdma's engine-level iWARP host (no verbs shim).\n"
              "  -s / -c      server / client\n"
              "  -a ADDRESS   server: the address to listen on; client: the server's\n"
@@ -51,7 +54,9 @@ void usage(FILE* out) {
              "  -v           print each ping's data\n"
              "  --crc        ask for MPA CRCs\n"
              "  --settle MS  client: wait MS after the connection is up before the first ping\n"
-             "  --capture FILE  write the connection to FILE (pcap)\n",
+             "  --capture FILE  write the connection to FILE (pcap)\n"
+             "  --bad-stag   advertise (client) or read (server) an STag that does not exist, and\n"
+             "               succeed when the connection ends with the Terminate that calls for\n",
              out);
 }
 
@@ -73,6 +78,14 @@ struct BufferInfo {
   }
 };
 constexpr std::uint32_t kInfoLength = 16;
+constexpr std::uint32_t kMissingStag = 0x00ABCD00;  // no region has it: ours start at index 1
+
+// A work completion with an error status other than a flush.
+struct WcFailed : std::runtime_error {
+  explicit WcFailed(core::WcStatus s)
+      : std::runtime_error("work completion failed with status " + std::to_string(static_cast<int>(s))), status(s) {}
+  core::WcStatus status;
+};
 
 class Peer {
  public:
@@ -117,8 +130,7 @@ class Peer {
       changed_.wait_for(lock, std::chrono::microseconds(50));
     }
     if (wc.status == core::WcStatus::wr_flush_err) throw Disconnected{};  // as rping: the QP ended
-    if (wc.status != core::WcStatus::success)
-      throw std::runtime_error("work completion failed with status " + std::to_string(static_cast<int>(wc.status)));
+    if (wc.status != core::WcStatus::success) throw WcFailed(wc.status);
     return wc;
   }
 
@@ -139,7 +151,7 @@ class Peer {
   }
 
   void advertise(std::uint8_t* buffer) {
-    BufferInfo{addr(buffer), mr_.rkey, o_.size}.write(send_buf());
+    BufferInfo{addr(buffer), o_.bad_stag ? kMissingStag : mr_.rkey, o_.size}.write(send_buf());
     post(core::WrOpcode::send, send_buf(), kInfoLength);
   }
 
@@ -217,7 +229,9 @@ int run_server(const Options& o) {
       const BufferInfo start = BufferInfo::read(p.recv_buf());
       if (start.size > o.size) throw std::runtime_error("the client's buffer is larger than -S");
       p.post_recv();
-      p.post(core::WrOpcode::rdma_read, p.rdma_buf(), start.size, start);
+      BufferInfo source = start;
+      if (o.bad_stag) source.rkey = kMissingStag;
+      p.post(core::WrOpcode::rdma_read, p.rdma_buf(), start.size, source);
       p.wait_wc();
       if (o.verbose) std::printf("server ping data: %s\n", reinterpret_cast<const char*>(p.rdma_buf()));
       p.post(core::WrOpcode::send, p.send_buf(), kInfoLength);  // go on
@@ -268,6 +282,7 @@ int run_client(const Options& o) {
     if (std::memcmp(p.start_buf(), p.rdma_buf(), o.size) != 0) throw std::runtime_error("data mismatch");
     if (o.verbose) std::printf("ping data: %s\n", reinterpret_cast<const char*>(p.rdma_buf()));
   }
+  if (o.bad_stag) throw std::runtime_error("the server read an STag that does not exist without complaint");
   p.host().call([&](core::Device&, core::IwarpConnectionManager& cm) { return cm.disconnect(*id); });
   expect(p.wait_event(), core::IwarpEventType::disconnected, "disconnected");
   return 0;
@@ -276,11 +291,10 @@ int run_client(const Options& o) {
 // Reads the command line into `o`; an exit status when the program is to end now.
 std::optional<int> parse(int argc, char** argv, Options& o) {
   bool client = false;
-  static const option long_options[] = {{"crc", no_argument, nullptr, 'r'},
-                                        {"settle", required_argument, nullptr, 't'},
-                                        {"capture", required_argument, nullptr, 'w'},
-                                        {"help", no_argument, nullptr, 'h'},
-                                        {}};
+  static const option long_options[] = {
+      {"crc", no_argument, nullptr, 'r'},           {"settle", required_argument, nullptr, 't'},
+      {"capture", required_argument, nullptr, 'w'}, {"bad-stag", no_argument, nullptr, 'x'},
+      {"help", no_argument, nullptr, 'h'},          {}};
   const auto number = [](const char* text) -> unsigned {
     char* end = nullptr;
     const unsigned long n = std::strtoul(text, &end, 10);
@@ -307,6 +321,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
         o.verbose = true;
       else if (c == 'r')
         o.crc = true;
+      else if (c == 'x')
+        o.bad_stag = true;
       else if (c == 'w')
         o.capture = optarg;
       else if (c == 't')
@@ -334,6 +350,22 @@ int main(int argc, char** argv) {
   if (const auto status = parse(argc, argv, o)) return *status;
   try {
     return o.server ? run_server(o) : run_client(o);
+  } catch (const WcFailed& e) {
+    // The server's RDMA Read of a missing STag: the peer's Terminate fails it (RFC 5040 s7.4).
+    if (o.bad_stag && o.server && e.status == core::WcStatus::rem_access_err) {
+      std::printf("RDMA Read refused with a remote access error: the peer's Terminate, as --bad-stag expects\n");
+      return 0;
+    }
+    std::fprintf(stderr, "iwarp_rping: %s\n", e.what());
+    return 1;
+  } catch (const Peer::Disconnected&) {
+    // The client advertised a missing STag: our Terminate to the server's Read ends the QP.
+    if (o.bad_stag && !o.server) {
+      std::printf("the connection ended with our Terminate, as --bad-stag expects\n");
+      return 0;
+    }
+    std::fprintf(stderr, "iwarp_rping: the connection ended early\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "iwarp_rping: %s\n", e.what());
     return 1;

@@ -330,24 +330,28 @@ done
 # against siw's own rping, both directions, without MPA CRCs (siw's default) and with them
 # asked for by us (siw takes a peer's C bit). Checks: both exit 0, every ping arrived, and the
 # capture on br1 passes `softrdma dump --check` (MPA CRCs verified where negotiated) and
-# tshark-validate (TCP checksums not judged: the guest's NIC offloads them).
+# tshark-validate (TCP checksums not judged: the guest's NIC offloads them). With --bad-stag
+# the side that reads a missing STag must be answered with the invalid-STag Terminate, and
+# the connection ends there.
 # Our client waits 100 ms after the connection is up before its first Send: siw as responder
 # sends its MPA Reply before it hooks the socket to the QP, and FPDUs arriving in between sit
 # unread until more data comes. Under TCG that window is milliseconds wide on a fresh guest, and
 # a client that sends at once (ours, 0.2 ms after the Reply) waited 30 s for an answer.
-run_siw_case() { # run_siw_case NAME DIRECTION [--crc]
-	local name=$1 dir=$2 crc=${3:-} why=() t=$SECONDS pings=20
+run_siw_case() { # run_siw_case NAME DIRECTION [IWARP_RPING OPTION...]
+	local name=$1 dir=$2 why=() t=$SECONDS pings=20
+	shift 2
+	local opts="$*"
 	[[ $name =~ $ONLY ]] || return 0
 	local pcap=$OUT/$name.pcap ours=$OUT/$name.softrdma.log theirs=$OUT/$name.siw.log rc_ours=0
 	local rping_args="-v -C $pings -S 100"
 	capture_start "$pcap" br1 "tcp port 7174"
 	if [[ $dir == to-siw ]]; then
 		guest "bgrun $name sh -c 'rping -s -a 10.99.1.2 $rping_args; echo exit=\$?'; sleep 2" >/dev/null
-		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -c -a 10.99.1.2 -b 10.99.1.1 --settle 100 $rping_args $crc >"$ours" 2>&1 || rc_ours=$?
+		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -c -a 10.99.1.2 -b 10.99.1.1 --settle 100 $rping_args $opts >"$ours" 2>&1 || rc_ours=$?
 		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
 			grep -q ^exit= /tmp/$name.log || killall -9 rping; cat /tmp/$name.log" >"$theirs" 2>&1
 	else
-		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -s -a 10.99.1.1 $rping_args $crc >"$ours" 2>&1 &
+		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -s -a 10.99.1.1 $rping_args $opts >"$ours" 2>&1 &
 		local ours_pid=$!
 		sleep 1
 		guest "timeout 50 rping -c -a 10.99.1.1 $rping_args; echo exit=\$?" 60 >"$theirs" 2>&1
@@ -355,24 +359,34 @@ run_siw_case() { # run_siw_case NAME DIRECTION [--crc]
 	fi
 	capture_stop "$pcap"
 	((rc_ours == 0)) || why+=("softrdma side exited $rc_ours")
-	grep -q '^exit=0' "$theirs" || why+=("siw side failed")
-	local client_log=$ours
-	[[ $dir == from-siw ]] && client_log=$theirs
-	local got
-	got=$(grep -c '^ping data: rdma-ping-' "$client_log")
-	((got == pings)) || why+=("$got of $pings pings")
 	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
-	if [[ -n $crc ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
+	if [[ $opts == *--bad-stag* ]]; then
+		# Whoever names the missing STag hears of it: the side that reads it (siw's Read of our
+		# advertised buffer, or ours of siw's) gets the other's Terminate, RDMAP layer 0, remote
+		# protection error 1, invalid STag 0x00 (RFC 5040 s7.4).
+		local from=10.99.1.1
+		[[ $dir == from-siw ]] && from=10.99.1.2
+		grep -q "src=$from:[0-9]* .*op=TERMINATE .*layer=0 etype=1 ecode=0x00" "$OUT/$name.dump.log" ||
+			why+=("no invalid-STag Terminate from $from")
+	else
+		grep -q '^exit=0' "$theirs" || why+=("siw side failed")
+		local client_log=$ours got
+		[[ $dir == from-siw ]] && client_log=$theirs
+		got=$(grep -c '^ping data: rdma-ping-' "$client_log")
+		((got == pings)) || why+=("$got of $pings pings")
+	fi
+	if [[ $opts == *--crc* ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
 	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
 		why+=("tshark-validate failed")
 	local arrow="softrdma → siw"
 	[[ $dir == from-siw ]] && arrow="siw → softrdma"
-	finish_case "$name" "$pcap" "rping protocol (\`iwarp_rping\`${crc:+ $crc})" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
+	finish_case "$name" "$pcap" "rping protocol (\`iwarp_rping${opts:+ $opts}\`)" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
 }
 
 for dir in to-siw from-siw; do
 	run_siw_case "$dir.iwarp.rping" "$dir"
 	run_siw_case "$dir.iwarp.rping.crc" "$dir" --crc
+	run_siw_case "$dir.iwarp.terminate.bad_stag" "$dir" --bad-stag
 done
 
 {

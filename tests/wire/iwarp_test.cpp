@@ -43,8 +43,8 @@ const std::string kWrite = "0012" "c140" "b6c04d00" "000055fe1f55bf04" "02000000
 // Send with Invalidate of STag 0x12345678, 5 bytes (3 pad bytes).
 const std::string kSendInvalidate = "0017" "4144" "12345678" "00000000" "00000007" "00000000"
                                     "68656c6c6f" "000000" "00000000";
-// Terminate as siw sends it for a DDP error (layer 1 DDP, type 2 untagged buffer, code 1
-// invalid QN) with M and D: segment length 0x22 and the 18-byte DDP header in error.
+// Terminate in RFC 5040 s4.8's bit order for a DDP error (layer 1 DDP, type 2 untagged buffer,
+// code 1 invalid QN) with M and D: segment length 0x22 and the 18-byte DDP header in error.
 const std::string kTerminateDdp = "002a" "4147" "00000000" "00000002" "00000001" "00000000"
                                   "1201" "c000" "0022" "4143" "00000000" "00000005" "00000001" "00000000"
                                   "00000000";
@@ -54,6 +54,13 @@ const std::string kTerminateRead = "0046" "4147" "00000000" "00000002" "00000001
                                    "0100" "e000" "002e" "4141" "00000000" "00000001" "00000001" "00000000"
                                    "79433d00" "000056077a6a5550" "00000040" "b0d64100" "0000557461ac2370"
                                    "00000000";
+// Linux siw 6.12's answer to a Read Request whose source STag (0x00abcd00) does not exist,
+// captured on the interop bridge: RDMAP remote protection error, invalid STag, with M, D and R,
+// its control word in siw's little-endian bit-field order (0x10, then 0x07 for M|D|R).
+const std::string kSiwTerminateRead = "0046" "4147" "00000000" "00000002" "00000001" "00000000"
+                                      "1000" "0700" "0000" "4141" "00000000" "00000001" "00000064" "00000000"
+                                      "00000100" "000055c7f03c4f44" "00000064" "00abcd00" "000056243a39ce70"
+                                      "00000000";
 // clang-format on
 
 // Parses a marker-free FPDU all the way to RDMAP; fails the test if anything is refused.
@@ -582,4 +589,31 @@ TEST_CASE("MpaStreamDecoder removes markers and checks where they point", "[wire
   no_markers.set_negotiated(false, true);
   const std::vector<std::string> lines = decode(stream, {}, no_markers);
   CHECK(lines.back().find("error") != std::string::npos);
+}
+
+TEST_CASE("siw's Terminate, control word in little-endian bit-field order, reads as meant", "[wire][iwarp]") {
+  const auto [bytes, m] = parse_hex(kSiwTerminateRead);
+  const RdmapTerminate& t = m.terminate;
+  CHECK(t.siw_bit_order);
+  CHECK(t.layer == 0);       // RDMAP
+  CHECK(t.error_type == 1);  // remote protection error
+  CHECK(t.error_code == 0);  // invalid STag
+  CHECK(t.segment_length_valid);
+  CHECK(t.has_ddp_header);
+  CHECK(t.has_rdmap_header);
+  CHECK(t.ddp_header_length == 18);
+  CHECK(t.rdmap_header_present);
+  CHECK(to_hex(t.rdmap_header) == "00000100"
+                                  "000055c7f03c4f44"
+                                  "00000064"
+                                  "00abcd00"
+                                  "000056243a39ce70");
+  // Written back in the same order: the FPDU rebuilds byte for byte.
+  Bytes rebuilt(m.length());
+  m.emit(rebuilt.data());
+  CHECK(to_hex(rebuilt) ==
+        to_hex(Bytes(bytes.begin() + 2, bytes.begin() + 2 + static_cast<std::ptrdiff_t>(m.length()))));
+  // Our own Terminates keep RFC 5040's order.
+  const auto [rfc_bytes, rfc] = parse_hex(kTerminateRead);
+  CHECK_FALSE(rfc.terminate.siw_bit_order);
 }

@@ -53,6 +53,7 @@ void describe_iwarp(const IwarpCaptureFrame& f, Record& r) {
   if (m.opcode == RdmapOpcode::terminate) {
     const RdmapTerminate& t = m.terminate;
     r.number("layer", t.layer).number("etype", t.error_type).hex("ecode", t.error_code, 2);
+    if (t.siw_bit_order) r.text("control", "siw_bit_order");
   }
   r.number("len", p.payload_length).number("ulpdu", p.ulpdu_length);
   if (p.markers) r.number("markers", p.markers);

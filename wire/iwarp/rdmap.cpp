@@ -8,6 +8,13 @@ namespace {
 using Term = RdmapTerminateHeader;
 using ReadReq = RdmapReadRequestHeader;
 
+// Linux siw declares the control word with bit-fields that a little-endian host lays out
+// low bit first: Layer in the low nibble of the first octet and EType in the high one, M, D
+// and R in the three low bits of the third octet, where RFC 5040 s4.8 has them in the high
+// bits. A word whose RFC flag bits are clear while those low bits are not is read that way.
+constexpr std::uint8_t kSiwM = 0x01, kSiwD = 0x02, kSiwR = 0x04;
+bool siw_bit_order(const std::uint8_t* control) { return (control[2] & 0xE0) == 0 && (control[2] & 0x07) != 0; }
+
 // With R set, the segment in error's Read Request header follows unless the copied DDP
 // header shows that segment was something else (see RdmapTerminateHeader).
 bool copies_rdmap_header(bool r, std::span<const std::uint8_t> copied_ddp_header) {
@@ -20,12 +27,13 @@ Result<RdmapTerminate> parse_terminate(std::span<const std::uint8_t> body) {
   if (body.size() < Term::control_length) return Error::truncated;
   const std::uint8_t* p = body.data();
   RdmapTerminate t;
-  t.layer = Term::layer::get(p);
-  t.error_type = Term::error_type::get(p);
+  t.siw_bit_order = siw_bit_order(p);
+  t.layer = t.siw_bit_order ? p[0] & 0x0F : Term::layer::get(p);
+  t.error_type = t.siw_bit_order ? p[0] >> 4 : Term::error_type::get(p);
   t.error_code = Term::error_code::get(p);
-  t.segment_length_valid = Term::segment_length_valid::get(p);
-  t.has_ddp_header = Term::has_ddp_header::get(p);
-  t.has_rdmap_header = Term::has_rdmap_header::get(p);
+  t.segment_length_valid = t.siw_bit_order ? (p[2] & kSiwM) != 0 : Term::segment_length_valid::get(p);
+  t.has_ddp_header = t.siw_bit_order ? (p[2] & kSiwD) != 0 : Term::has_ddp_header::get(p);
+  t.has_rdmap_header = t.siw_bit_order ? (p[2] & kSiwR) != 0 : Term::has_rdmap_header::get(p);
   std::size_t at = Term::control_length;
   if (t.has_ddp_header) {
     // The length field and at least the copied DDP control octet, to learn T.
@@ -48,12 +56,18 @@ Result<RdmapTerminate> parse_terminate(std::span<const std::uint8_t> body) {
 
 void emit_terminate(const RdmapTerminate& t, std::uint8_t* out) {
   std::fill_n(out, Term::control_length, std::uint8_t{0});
-  Term::layer::set(out, t.layer);
-  Term::error_type::set(out, t.error_type);
   Term::error_code::set(out, t.error_code);
-  Term::segment_length_valid::set(out, t.segment_length_valid);
-  Term::has_ddp_header::set(out, t.has_ddp_header);
-  Term::has_rdmap_header::set(out, t.has_rdmap_header);
+  if (t.siw_bit_order) {
+    out[0] = static_cast<std::uint8_t>(t.error_type << 4 | (t.layer & 0x0F));
+    out[2] = static_cast<std::uint8_t>((t.segment_length_valid ? kSiwM : 0) | (t.has_ddp_header ? kSiwD : 0) |
+                                       (t.has_rdmap_header ? kSiwR : 0));
+  } else {
+    Term::layer::set(out, t.layer);
+    Term::error_type::set(out, t.error_type);
+    Term::segment_length_valid::set(out, t.segment_length_valid);
+    Term::has_ddp_header::set(out, t.has_ddp_header);
+    Term::has_rdmap_header::set(out, t.has_rdmap_header);
+  }
   out += Term::control_length;
   if (t.has_ddp_header) {
     Term::ddp_segment_length::set(out, t.ddp_segment_length);

@@ -121,6 +121,9 @@ struct RdmapTerminate {
   std::uint8_t ddp_header_length = 0;                           // 0, 14 or 18
   std::array<std::uint8_t, RdmapReadRequestHeader::length> rdmap_header{};
   bool rdmap_header_present = false;
+  // The control word as Linux siw writes it on little-endian hosts (rdmap.cpp): read so, and
+  // written back so, that a parsed Terminate rebuilds byte for byte.
+  bool siw_bit_order = false;
   bool operator==(const RdmapTerminate&) const = default;
 
   std::size_t length() const;
