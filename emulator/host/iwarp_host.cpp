@@ -73,6 +73,11 @@ core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local) 
   return core::Expected<std::uint32_t>::error(error);
 }
 
+int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
+  std::lock_guard lock(mutex_);
+  return device_.poll_cq(cq, out);
+}
+
 void IwarpHost::set_event_handler(IwarpEventHandler handler) {
   std::lock_guard lock(handler_mutex_);
   handler_ = std::move(handler);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -63,6 +64,9 @@ class IwarpHost {
   // it queued, on this thread.
   template <class F>
   auto call(F&& f) -> std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&>;
+  // Device::poll_cq alone: polling changes nothing that would need sockets or the thread, so
+  // an application spinning on its CQ costs only the lock.
+  int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
   // The CM's events, in order, on the progress thread and never under the lock.

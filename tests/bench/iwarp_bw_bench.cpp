@@ -68,9 +68,7 @@ struct Side {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  int poll(std::vector<core::Wc>& wcs) {
-    return h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.poll_cq(cq, wcs); });
-  }
+  int poll(std::vector<core::Wc>& wcs) { return h->poll_cq(cq, wcs); }
 
   std::vector<std::uint8_t> buffer;
   std::unique_ptr<host::IwarpHost> h;

@@ -123,7 +123,7 @@ class Peer {
   core::Wc wait_wc() {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     core::Wc wc;
-    while (host_->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.poll_cq(cq_, {&wc, 1}); }) != 1) {
+    while (host_->poll_cq(cq_, {&wc, 1}) != 1) {
       if (std::chrono::steady_clock::now() > end) throw std::runtime_error("no completion within 30 s");
       std::unique_lock lock(mutex_);
       if (!events_.empty() && events_.front().type == core::IwarpEventType::disconnected) throw Disconnected{};
