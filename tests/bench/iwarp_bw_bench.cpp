@@ -18,6 +18,7 @@
 
 #include "emulator/host/iwarp_host.hpp"
 #include "emulator/net/udp_gid.hpp"
+#include "tests/iwarp_consumer_objects.hpp"
 
 namespace {
 
@@ -37,21 +38,10 @@ struct Side {
       events.push_back(e);
     });
     h->call([&](core::Device& d, core::IwarpConnectionManager&) {
-      const std::uint32_t all = core::access::local_write | core::access::remote_write | core::access::remote_read;
-      const std::uint32_t pd = *d.alloc_pd();
-      cq = *d.create_cq(4096);
-      mr = *d.reg_mr(pd, addr(), buffer.size(), addr(), all);
-      core::QpInitAttr init;
-      init.pd = pd;
-      init.send_cq = init.recv_cq = cq;
-      init.cap = {1024, 16, 1, 1, 0};
-      qpn = d.create_qp(init)->qpn;
-      core::QpAttr attr;
-      attr.qp_state = core::QpState::init;
-      attr.port_num = 1;
-      attr.qp_access_flags = all;
-      namespace mask = core::qp_attr;
-      d.modify_qp(0, qpn, attr, mask::state | mask::pkey_index | mask::port | mask::access_flags);
+      const test::IwarpConsumerObjects o = test::create_consumer_objects(d, buffer, 4096, {1024, 16, 1, 1, 0});
+      cq = o.cq;
+      qpn = o.qpn;
+      mr = o.mr;
     });
   }
   std::uint64_t addr() const { return reinterpret_cast<std::uint64_t>(buffer.data()); }

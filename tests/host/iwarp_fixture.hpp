@@ -12,6 +12,7 @@
 
 #include "emulator/host/iwarp_host.hpp"
 #include "emulator/net/udp_gid.hpp"
+#include "tests/iwarp_consumer_objects.hpp"
 #include "tests/net/eventually.hpp"
 
 namespace test {
@@ -31,21 +32,11 @@ struct IwarpNode {
       events.push_back(e);
     });
     h->call([&](core::Device& d, core::IwarpConnectionManager&) {
-      pd = *d.alloc_pd();
-      cq = *d.create_cq(256);
-      const std::uint32_t all = core::access::local_write | core::access::remote_write | core::access::remote_read;
-      mr = *d.reg_mr(pd, addr(0), buffer.size(), addr(0), all);
-      core::QpInitAttr init;
-      init.pd = pd;
-      init.send_cq = init.recv_cq = cq;
-      init.cap = {64, 64, 2, 2, 0};
-      qpn = d.create_qp(init)->qpn;
-      core::QpAttr attr;
-      attr.qp_state = core::QpState::init;
-      attr.port_num = 1;
-      attr.qp_access_flags = all;
-      namespace mask = core::qp_attr;
-      d.modify_qp(0, qpn, attr, mask::state | mask::pkey_index | mask::port | mask::access_flags);
+      const IwarpConsumerObjects o = create_consumer_objects(d, buffer, 256, {64, 64, 2, 2, 0});
+      pd = o.pd;
+      cq = o.cq;
+      qpn = o.qpn;
+      mr = o.mr;
     });
   }
 

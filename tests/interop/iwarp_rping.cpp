@@ -19,6 +19,7 @@
 
 #include "emulator/host/iwarp_host.hpp"
 #include "emulator/net/udp_gid.hpp"
+#include "tests/iwarp_consumer_objects.hpp"
 
 namespace {
 
@@ -167,21 +168,10 @@ class Peer {
 
  private:
   void create_objects(core::Device& d) {
-    const std::uint32_t all = core::access::local_write | core::access::remote_write | core::access::remote_read;
-    const std::uint32_t pd = *d.alloc_pd();
-    cq_ = *d.create_cq(16);
-    mr_ = *d.reg_mr(pd, addr(memory_.data()), memory_.size(), addr(memory_.data()), all);
-    core::QpInitAttr init;
-    init.pd = pd;
-    init.send_cq = init.recv_cq = cq_;
-    init.cap = {16, 16, 1, 1, 0};
-    qpn_ = d.create_qp(init)->qpn;
-    core::QpAttr attr;
-    attr.qp_state = core::QpState::init;
-    attr.port_num = 1;
-    attr.qp_access_flags = all;
-    namespace mask = core::qp_attr;
-    d.modify_qp(0, qpn_, attr, mask::state | mask::pkey_index | mask::port | mask::access_flags);
+    const test::IwarpConsumerObjects o = test::create_consumer_objects(d, memory_, 16, {16, 16, 1, 1, 0});
+    cq_ = o.cq;
+    qpn_ = o.qpn;
+    mr_ = o.mr;
   }
 
   template <class F>
