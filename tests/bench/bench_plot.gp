@@ -32,6 +32,8 @@ plot for [p in paths] dir."/lat_".p.".dat" using 1:2 with linespoints dt dash(p)
      for [p in paths] dir."/lat_".p.".dat" using 1:4 with linespoints dt dash(p) lc 3 title "ib\\_read\\_lat ".p, \
      for [p in paths] dir."/lat_".p.".dat" using 1:5 with linespoints dt dash(p) lc 8 lw 2 title "sockperf pp UDP ".p, \
      for [p in paths] dir."/lat_".p.".dat" using 1:6 with linespoints dt dash(p) lc 7 title "qperf udp\\_lat ".p, \
-     for [p in paths] dir."/lat_".p.".dat" using 1:7 with linespoints dt dash(p) lc 4 title "qperf tcp\\_lat x2 ".p
+     for [p in paths] dir."/lat_".p.".dat" using 1:7 with linespoints dt dash(p) lc 4 title "qperf tcp\\_lat x2 ".p, \
+     for [p in paths] dir."/lat_".p.".dat" using 1:8 with linespoints dt dash(p) lc 6 lw 2 title "UDP busy-poll ".p, \
+     for [p in paths] dir."/lat_".p.".dat" using 1:9 with linespoints dt dash(p) lc 5 lw 2 title "UDP sleeping ".p
 }
 unset multiplot

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Keeps scripts/bench.sh from rotting while it stays out of the test command: its --help, its
-one-line usage error, and its --smoke mode (one tiny repetition of ib_write_bw 64 KiB over
-softrdma against qperf tcp_bw on loopback, and a 2 s idle device) end to end, within 20 s,
-with a table, a CSV holding both figures and a PNG plot.
+one-line usage error, its parsers of every program's output (perftest's bw and lat lines,
+ibv_rc_pingpong's usec/iter, udp_pingpong's ping-pong and stream lines), and its --smoke mode
+(one tiny repetition of ib_write_bw 64 KiB over softrdma against qperf tcp_bw, and of
+ib_send_lat and ibv_rc_pingpong 2 B against the busy-polling UDP ping-pong, on loopback, and a
+2 s idle device) end to end, within 20 s, with a table, a CSV holding the figures and a PNG.
 
 usage: bench_script_test.py BENCH_SH SOFTRDMA
 Exit 77 (ctest's skip) when a program the suite runs is not installed.
@@ -14,6 +16,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_suite  # noqa: E402  (its parsers)
 
 SKIP = 77
 SMOKE_BUDGET = 20  # seconds, the brief's bound on --smoke
@@ -33,16 +38,54 @@ def run(argv, timeout):
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+# What the programs print, as captured from their runs.
+PERFTEST_LAT = """\
+ #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]
+ 2       500          5.70           42.48        6.22     	       7.04        	2.94   		25.79
+"""
+PERFTEST_BW = """\
+ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 65536      5120             3410.20            3405.61		   0.054490
+"""
+RC_PINGPONG = """\
+  local address:  LID 0x0000, QPN 0x000011, PSN 0x7c430e, GID ::ffff:127.0.0.2
+4000 bytes in 0.01 seconds = 2.16 Mbit/sec
+1000 iters in 0.01 seconds = 14.84 usec/iter
+"""
+UDP_PP = ("udp_pingpong mode=busy size=2 iters=5000 one_way_typical_us=1.43 one_way_avg_us=5.30 rtt_typical_us=2.87 "
+          "rtt_avg_us=10.59 rtt_p99_us=3.89 rtt_max_us=8024.14\n")
+UDP_STREAM = "udp_pingpong mode=stream size=64 sent=301568 received=301568 lost=0 mb_per_s=19.2 msg_per_s=299536\n"
+
+
+def check_parsers():
+    lat = bench_suite.parse_perftest(PERFTEST_LAT, "ib_send_lat", 2)
+    check(lat == {"value": 6.22, "avg": 7.04}, "perftest lat: t_typical and t_avg", str(lat))
+    bw = bench_suite.parse_perftest(PERFTEST_BW, "ib_write_bw", 65536)
+    check(bw is not None and abs(bw["value"] - 3405.61 * 1.048576) < 0.01 and bw["bytes"] == 65536 * 5120,
+          "perftest bw: MiB/s converted to MB/s, bytes moved", str(bw))
+    check(bench_suite.parse_perftest(PERFTEST_LAT, "ib_send_lat", 4096) is None, "perftest: another size's line is none")
+    rc = bench_suite.parse_rc_pingpong(RC_PINGPONG)
+    check(rc == {"value": 14.84}, "ibv_rc_pingpong: usec/iter", str(rc))
+    pp = bench_suite.parse_udp_pingpong(UDP_PP)
+    check(pp == {"value": 1.43, "avg": 5.30, "rtt": 2.87, "rtt_avg": 10.59}, "udp_pingpong: one way and round trip",
+          str(pp))
+    st = bench_suite.parse_udp_pingpong(UDP_STREAM)
+    check(st == {"value": 19.2, "msg_rate": 299536.0}, "udp_pingpong --stream: MB/s and msg/s", str(st))
+    check(bench_suite.parse_udp_pingpong("udp_pingpong: recv: Connection refused\n") is None,
+          "udp_pingpong: an error line is no result")
+
+
 def main(argv):
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
     bench, softrdma = argv[1], argv[2]
+    check_parsers()
 
     p = run([bench, "--help"], 10)
     check(p.returncode == 0, "--help exits 0", p.stderr)
     for word in ("usage: scripts/bench.sh", "--smoke", "--full", "--netns", "--reps", "ib_write_bw -q 1, 16, 256",
-                 "sockperf", "iperf3", "qperf tcp_bw"):
+                 "sockperf", "iperf3", "qperf tcp_bw", "udp_pingpong", "ibv_rc_pingpong -e", "t_avg"):
         check(word in p.stdout, f"--help mentions {word!r}")
 
     p = run([bench, "--no-such-option"], 10)
@@ -74,8 +117,18 @@ def main(argv):
             except ValueError:
                 ok = False
             check(ok, f"results.csv: ib_write_bw 64 KiB has a positive {field}", str(row))
-        check(row.get("target") == ">= 1x" and row.get("met") in ("met", "NOT met"),
+        check(row.get("target") == ">= 1.2x" and row.get("met") in ("met", "NOT met"),
               "results.csv: the issue's target is judged", str(row))
+        for name, base in (("ib_send_lat 2 B", "UDP busy-poll one way 2 B"),
+                           ("ib_send_lat 2 B t_avg", "its t_typical"),
+                           ("ibv_rc_pingpong 2 B (round trip, mean)", "UDP busy-poll round trip 2 B")):
+            row = rows.get(name, {})
+            try:
+                ok = float(row.get("ratio") or "nan") > 0
+            except ValueError:
+                ok = False
+            check(ok and row.get("baseline") == base and row.get("target") == "<= 1.5x",
+                  f"results.csv: {name} against {base}, judged against 1.5x", str(row))
         idle = rows.get("idle device VmRSS", {})
         check(float(idle.get("ours_median") or 0) > 0, "results.csv: the idle device's VmRSS is measured", str(idle))
         png = os.path.join(out, "bench.png")

@@ -4,16 +4,24 @@ softrdma against the kernel's TCP/UDP baselines on the same path, interleaved (p
 ours, then the baseline, then ours...) so machine drift hits both sides alike; medians.
 
 usage: bench_suite.py SOFTRDMA OUTDIR [--reps N] [--full | --smoke] [--paths loop[,veth]]
-                      [--netns A B --addrs ADDR_A ADDR_B] [--idle-seconds S]
+                      [--netns A B --addrs ADDR_A ADDR_B] [--idle-seconds S] [--udp-pingpong PATH]
+                      [--only WORD]
 
-SOFTRDMA is the `softrdma` executable; OUTDIR receives results.csv, table.txt, the plot's data
+SOFTRDMA is the `softrdma` executable; PATH the project's udp_pingpong (tests/bench), the
+baseline of the same shape as each latency row (default: beside SOFTRDMA's build); OUTDIR receives results.csv, table.txt, the plot's data
 files (bw_PATH.dat, lat_PATH.dat) and logs/ (every program's stdout and stderr). The veth path
 runs servers in network namespace A and clients in namespace B, which scripts/bench.sh creates
 (and removes) with ADDR_A and ADDR_B on the two ends of a veth.
 
 Units: bandwidth in MB/s of 10^6 bytes (perftest prints MiB/s: converted), latency in
 microseconds, one way for SEND/WRITE and the UDP/TCP ping-pongs, a full round trip for READ
-(perftest reports READ latency as the round trip, so its baseline is qperf tcp_lat x 2).
+(perftest reports READ latency as the round trip) and for ibv_rc_pingpong's usec/iter.
+
+Baselines of the same shape (docs/benchmarks.md): a row whose application busy-polls its CQ
+(ib_send_lat, ib_read_lat, ibv_rc_pingpong) against udp_pingpong --mode busy; a row where only
+the device's own thread can receive (ib_write_lat spins on memory, ibv_rc_pingpong -e sleeps on
+a completion channel) against udp_pingpong --mode sleep. sockperf and qperf stay as second
+references. Each latency row also gives t_avg against its own t_typical (a tail of stalls).
 """
 
 import argparse
@@ -46,6 +54,14 @@ CPU_SIZE, CPU_SHORT_ITERS, CPU_LONG_ITERS = 65536, 50, 4000
 # per iteration on a loaded 2-core machine (both programs spin on memory and the device's
 # progress thread waits for a core), which would otherwise dominate the suite's time.
 LAT_ITERS = 500
+UDP_PP_ITERS = 5000  # udp_pingpong's round trips: 3-50 us each on loopback
+PINGPONG_SIZES = [2, 4096]  # ibv_rc_pingpong's rows
+PINGPONG_ITERS = 1000  # its default
+STREAM_SIZES = [64, 65536]  # udp_pingpong --stream beside the bandwidth rows
+# The issue's targets (issue 26's acceptance list).
+LAT_TARGET = ("ratio", "<=", 1.5)  # every latency row against its same-shape baseline, and t_avg/t_typical
+BUSY_TARGET_SIZES = (2, 4096)  # ib_send_lat, ib_read_lat and ibv_rc_pingpong
+BW_TARGETS = {("ib_write_bw", 65536): ("ratio", ">=", 1.2), ("ib_read_bw", 65536): ("ratio", ">=", 1.0)}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -130,8 +146,9 @@ def free_port():
 
 
 class Runner:
-    def __init__(self, softrdma, outdir):
+    def __init__(self, softrdma, outdir, udp_pingpong_path):
         self.softrdma = softrdma
+        self.udp_pingpong = udp_pingpong_path
         self.logs = os.path.join(outdir, "logs")
         os.makedirs(self.logs, exist_ok=True)
         self.count = 0
@@ -169,9 +186,46 @@ NUM = r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
 # ---------------------------------------------------------------------------------------------
 # The measurements. Each returns a dict with "value" (and "cpu", "bytes" where known) or None.
 
+def parse_perftest(text, program, size):
+    """perftest's result line: bw tests give MB/s ("value") and msg/s, lat tests t_typical
+    ("value", a median) and t_avg ("avg"), in microseconds; None when there is no such line."""
+    row = re.search(rf"^\s*{size}\s+(\d+)\s+({NUM})\s+({NUM})\s+({NUM})\s*(?:({NUM})\s*)?", text, re.M)
+    if row is None:
+        return None
+    if program.endswith("_bw"):
+        return {"value": float(row.group(3)) * PERFTEST_MB / 1e6, "msg_rate": float(row.group(4)) * 1e6,
+                "bytes": size * int(row.group(1))}
+    if row.group(5) is None:
+        return None
+    return {"value": float(row.group(4)), "avg": float(row.group(5))}
+
+
+def parse_rc_pingpong(text):
+    """ibv_rc_pingpong's "N iters in S seconds = U usec/iter": the mean round trip ("value")."""
+    m = re.search(rf"^\s*\d+ iters in {NUM} seconds = ({NUM}) usec/iter", text, re.M)
+    return {"value": float(m.group(1))} if m else None
+
+
+def parse_udp_pingpong(text):
+    """udp_pingpong's result line, key=value pairs: the ping-pong's one way ("value": the median
+    round trip / 2, "avg": the mean / 2) and round trip ("rtt", "rtt_avg"), or the stream's
+    MB/s ("value") and msg/s."""
+    line = next((l for l in text.splitlines() if l.startswith("udp_pingpong ")), None)
+    if line is None:
+        return None
+    kv = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+    try:
+        if kv.get("mode") == "stream":
+            return {"value": float(kv["mb_per_s"]), "msg_rate": float(kv["msg_per_s"])}
+        return {"value": float(kv["one_way_typical_us"]), "avg": float(kv["one_way_avg_us"]),
+                "rtt": float(kv["rtt_typical_us"]), "rtt_avg": float(kv["rtt_avg_us"])}
+    except (KeyError, ValueError):
+        return None
+
+
 def perftest(runner, path, program, size, iters, extra=()):
     """An unmodified perftest pair over softrdma: bw tests give MB/s and msg/s, lat tests the
-    typical (median) latency in microseconds."""
+    typical (median) and average latency in microseconds."""
     def argv(role):
         return lambda port: path.softrdma_run(runner.softrdma, role) + [
             program, "-d", "srdma0", "-x", "0", "-F", "-p", str(port), "-s", str(size), "-n", str(iters),
@@ -181,16 +235,55 @@ def perftest(runner, path, program, size, iters, extra=()):
         return None
     server, client = ran
     server.wait(time.monotonic() + 10)
-    row = re.search(rf"^\s*{size}\s+(\d+)\s+({NUM})\s+({NUM})\s+({NUM})\s*(?:({NUM})\s*)?", client.stdout(), re.M)
-    if client.rc != 0 or server.rc != 0 or row is None:
+    result = parse_perftest(client.stdout(), program, size)
+    if client.rc != 0 or server.rc != 0 or result is None:
         warn(f"{path.name} {program} -s {size}: failed (exit {server.rc}/{client.rc}; {client.out_path})")
         return None
-    cpu = server.cpu + client.cpu
-    if program.endswith("_bw"):
-        mbps = float(row.group(3)) * PERFTEST_MB / 1e6
-        return {"value": mbps, "msg_rate": float(row.group(4)) * 1e6, "cpu": cpu,
-                "bytes": size * int(row.group(1))}
-    return {"value": float(row.group(4)), "cpu": cpu}  # t_typical
+    result["cpu"] = server.cpu + client.cpu
+    return result
+
+
+def rc_pingpong(runner, path, size, events):
+    """ibv_rc_pingpong over softrdma, busy-polling its CQ or (events) asleep on its completion
+    channel: usec/iter, the mean round trip."""
+    extra = ["-e"] if events else []
+
+    def argv(role):
+        return lambda port: path.softrdma_run(runner.softrdma, role) + [
+            "ibv_rc_pingpong", "-d", "srdma0", "-g", "0", "-p", str(port), "-s", str(size),
+            "-n", str(PINGPONG_ITERS), *extra] + ([path.server_addr] if role == "client" else [])
+    ran = runner.pair(path, f"ibv_rc_pingpong{''.join(extra)}.{size}", argv("server"), argv("client"))
+    if ran is None:
+        return None
+    server, client = ran
+    server.wait(time.monotonic() + 10)
+    result = parse_rc_pingpong(client.stdout())
+    if client.rc != 0 or server.rc != 0 or result is None:
+        warn(f"{path.name} ibv_rc_pingpong {' '.join(extra)} -s {size}: failed "
+             f"(exit {server.rc}/{client.rc}; {client.out_path})")
+        return None
+    return result
+
+
+def udp_pingpong(runner, path, mode, size, stream=False):
+    """The project's UDP baseline of the same shape (udp_pingpong.cpp): a ping-pong whose ends
+    busy-poll or sleep, or a busy-polling stream."""
+    size = min(size, UDP_MAX)
+    extra = ["--mode", mode] + (["--stream"] if stream else [])
+    ran = runner.pair(path, f"udp_pingpong.{'stream' if stream else mode}.{size}",
+                      lambda port: [runner.udp_pingpong, "--server", "--bind", path.server_addr, "-p", str(port),
+                                    *extra],
+                      lambda port: [runner.udp_pingpong, path.server_addr, "-p", str(port), "-s", str(size),
+                                    "-n", str(UDP_PP_ITERS), *extra], udp=True)
+    if ran is None:
+        return None
+    server, client = ran
+    server.wait(time.monotonic() + 5)
+    result = parse_udp_pingpong(client.stdout())
+    if client.rc != 0 or result is None:
+        warn(f"{path.name} udp_pingpong {' '.join(extra)} -s {size}: failed (exit {client.rc}; {client.err_path})")
+        return None
+    return result
 
 
 def qperf(runner, path, test, size, seconds=1):
@@ -313,19 +406,32 @@ def plan(args):
             ms.insert(2, (("pt", "ib_send_bw", size), lambda r, p, s=size: perftest(r, p, "ib_send_bw", s, bw_iters(s, False))))
             if size == 64:  # the message-rate target: UDP packets/s of 64 B
                 ms.append((("sockperf", "tp", 64), lambda r, p: sockperf(r, p, "tp", 64)))
+            if size in STREAM_SIZES:  # a busy-polling UDP stream, a second reference
+                ms.append((("udp", "stream", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s, stream=True)))
         groups.append((f"bandwidth {size} B", ms))
-    if args.smoke:
+    if args.smoke:  # one latency row of each kind the table parses, tiny
+        groups.append(("latency 2 B", [
+            (("pt", "ib_send_lat", 2), lambda r, p: perftest(r, p, "ib_send_lat", 2, 100)),
+            (("udp", "busy", 2), lambda r, p: udp_pingpong(r, p, "busy", 2)),
+            (("rc_pp", "poll", 2), lambda r, p: rc_pingpong(r, p, 2, False)),
+        ]))
         return groups
     for size in LAT_SIZES:
         udp = min(max(size, SOCKPERF_MIN), UDP_MAX)
-        groups.append((f"latency {size} B", [
+        ms = [
             (("pt", "ib_send_lat", size), lambda r, p, s=size: perftest(r, p, "ib_send_lat", s, LAT_ITERS)),
+            (("udp", "busy", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s)),
             (("sockperf", "pp", size), lambda r, p, u=udp: sockperf(r, p, "pp", u)),
             (("pt", "ib_write_lat", size), lambda r, p, s=size: perftest(r, p, "ib_write_lat", s, LAT_ITERS)),
+            (("udp", "sleep", size), lambda r, p, s=size: udp_pingpong(r, p, "sleep", s)),
             (("qperf", "udp_lat", size), lambda r, p, u=min(size, UDP_MAX): qperf(r, p, "udp_lat", u)),
             (("pt", "ib_read_lat", size), lambda r, p, s=size: perftest(r, p, "ib_read_lat", s, LAT_ITERS)),
             (("qperf", "tcp_lat", size), lambda r, p, s=size: qperf(r, p, "tcp_lat", s)),
-        ]))
+        ]
+        if size in PINGPONG_SIZES:
+            ms += [(("rc_pp", "poll", size), lambda r, p, s=size: rc_pingpong(r, p, s, False)),
+                   (("rc_pp", "events", size), lambda r, p, s=size: rc_pingpong(r, p, s, True))]
+        groups.append((f"latency {size} B", ms))
     ms = []
     for q in QP_COUNTS:
         # -n counts per QP: about 320 MiB in all whatever the QP count, as bw_iters.
@@ -404,27 +510,22 @@ def build_rows(results, paths, groups, idle):
         for test in ("ib_write_bw", "ib_read_bw", "ib_send_bw"):
             for key in sorted(k for k in keys if k[:2] == ("pt", test)):
                 size = key[2]
-                target = ("ratio", ">=", 1.0) if test == "ib_write_bw" and size == 65536 else None
+                target = BW_TARGETS.get((test, size))
                 rows.append(Row(path, f"{test} {size_label(size)}", "MB/s", get(path, key),
                                 get(path, ("qperf", "tcp_bw", size)), "qperf tcp_bw", True, target, size))
+                if test == "ib_write_bw" and ("udp", "stream", size) in keys:
+                    rows.append(Row(path, f"{test} {size_label(size)}, 2nd baseline", "MB/s", get(path, key),
+                                    get(path, ("udp", "stream", size)), f"UDP busy-poll stream {min(size, UDP_MAX)} B",
+                                    True, None, size))
         if ("pt", "ib_send_bw", 64) in keys:
             rows.append(Row(path, "ib_send_bw 64 B message rate", "msg/s", get(path, ("pt", "ib_send_bw", 64), "msg_rate"),
                             get(path, ("sockperf", "tp", 64)), "sockperf tp UDP 64 B", True, ("ratio", ">=", 0.8), 64))
+            if ("udp", "stream", 64) in keys:
+                rows.append(Row(path, "ib_send_bw 64 B message rate, 2nd baseline", "msg/s",
+                                get(path, ("pt", "ib_send_bw", 64), "msg_rate"), get(path, ("udp", "stream", 64), "msg_rate"),
+                                "UDP busy-poll stream 64 B", True, None, 64))
         for size in LAT_SIZES:
-            if ("pt", "ib_send_lat", size) not in keys:
-                continue
-            udp = min(max(size, SOCKPERF_MIN), UDP_MAX)
-            rows.append(Row(path, f"ib_send_lat {size_label(size)}", "us", get(path, ("pt", "ib_send_lat", size)),
-                            get(path, ("sockperf", "pp", size)), f"sockperf pp UDP {udp} B", False,
-                            ("ratio", "<=", 1.5) if size == 2 else None, size))
-            rows.append(Row(path, f"ib_write_lat {size_label(size)}", "us", get(path, ("pt", "ib_write_lat", size)),
-                            get(path, ("qperf", "udp_lat", size)), f"qperf udp_lat {min(size, UDP_MAX)} B", False,
-                            None, size))
-            tcp = get(path, ("qperf", "tcp_lat", size))
-            rows.append(Row(path, f"ib_read_lat {size_label(size)} (round trip)", "us",
-                            get(path, ("pt", "ib_read_lat", size)),
-                            (tcp[0] * 2 if tcp[0] is not None else None, [v * 2 for v in tcp[1]]),
-                            "qperf tcp_lat x 2", False, None, size))
+            rows += latency_rows(path, size, keys, get)
         if ("pt", "ib_write_bw_q", 1) in keys:
             for q in QP_COUNTS:
                 rows.append(Row(path, f"ib_write_bw -q {q} 64 KiB", "MB/s", get(path, ("pt", "ib_write_bw_q", q)),
@@ -441,6 +542,54 @@ def build_rows(results, paths, groups, idle):
     return rows
 
 
+def latency_rows(path, size, keys, get):
+    """The latency rows of one message size: each perftest row against its same-shape UDP
+    baseline (busy-polling or sleeping), its second reference (sockperf, qperf) and its t_avg
+    against its own t_typical; ibv_rc_pingpong's mean round trip, polling and with -e; and the
+    UDP baselines' own t_avg, which shows how much of a tail is the machine's."""
+    rows = []
+    label, udp = size_label(size), min(size, UDP_MAX)
+
+    def both(name, key, base, base_name, target, second, second_name):
+        if key not in keys:
+            return
+        ours = get(path, key)
+        rows.append(Row(path, name, "us", ours, base, base_name, False, target, size))
+        if second is not None:
+            rows.append(Row(path, f"{name}, 2nd baseline", "us", ours, second, second_name, False, None, size))
+        rows.append(Row(path, f"{name} t_avg", "us", get(path, key, "avg"), ours, "its t_typical", False, LAT_TARGET,
+                        size))
+
+    def doubled(v):  # qperf tcp_lat is one way: a round trip is twice it
+        return (v[0] * 2 if v[0] is not None else None, [x * 2 for x in v[1]])
+
+    busy_target = LAT_TARGET if size in BUSY_TARGET_SIZES else None
+    both(f"ib_send_lat {label}", ("pt", "ib_send_lat", size), get(path, ("udp", "busy", size)),
+         f"UDP busy-poll one way {udp} B", busy_target,
+         get(path, ("sockperf", "pp", size)) if ("sockperf", "pp", size) in keys else None,
+         f"sockperf pp UDP {min(max(size, SOCKPERF_MIN), UDP_MAX)} B")
+    both(f"ib_write_lat {label}", ("pt", "ib_write_lat", size), get(path, ("udp", "sleep", size)),
+         f"UDP sleeping one way {udp} B", LAT_TARGET,
+         get(path, ("qperf", "udp_lat", size)) if ("qperf", "udp_lat", size) in keys else None,
+         f"qperf udp_lat {udp} B")
+    both(f"ib_read_lat {label} (round trip)", ("pt", "ib_read_lat", size), get(path, ("udp", "busy", size), "rtt"),
+         f"UDP busy-poll round trip {udp} B", busy_target,
+         doubled(get(path, ("qperf", "tcp_lat", size))) if ("qperf", "tcp_lat", size) in keys else None,
+         "qperf tcp_lat x 2")
+    for mode, flag, base in (("poll", "", "busy"), ("events", " -e", "sleep")):
+        if ("rc_pp", mode, size) in keys:
+            rows.append(Row(path, f"ibv_rc_pingpong{flag} {label} (round trip, mean)", "us",
+                            get(path, ("rc_pp", mode, size)), get(path, ("udp", base, size), "rtt"),
+                            f"UDP {'busy-poll' if base == 'busy' else 'sleeping'} round trip {udp} B", False,
+                            busy_target, size))
+    for mode in ("busy", "sleep"):
+        if ("udp", mode, size) in keys:
+            rows.append(Row(path, f"UDP {'busy-poll' if mode == 'busy' else 'sleeping'} {label} t_avg", "us",
+                            get(path, ("udp", mode, size), "avg"), get(path, ("udp", mode, size)), "its t_typical",
+                            False, None, size))
+    return rows
+
+
 def cpu_row(path, results):
     """CPU seconds per GB moved. Ours: (CPU of a long run - CPU of a short run) / (bytes of the
     long - bytes of the short), pairing the runs of one repetition, so perftest's and the
@@ -453,7 +602,8 @@ def cpu_row(path, results):
     base = [r["cpu"] / (r["bytes"] / 1e9) for r in results.get((path, ("cpu", "qperf")), []) if r and r.get("bytes")]
     return Row(path, "CPU per GB, ib_write_bw 64 KiB", "CPU s/GB",
                (statistics.median(ours) if ours else None, ours),
-               (statistics.median(base) if base else None, base), "qperf tcp_bw 64 KiB", False, size=CPU_SIZE)
+               (statistics.median(base) if base else None, base), "qperf tcp_bw 64 KiB", False, ("ratio", "<=", 1.0),
+               size=CPU_SIZE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -494,7 +644,8 @@ def write_csv(rows, path):
 def write_plot_data(results, paths, outdir):
     """bw_PATH.dat: size, ib_write_bw, ib_read_bw, ib_send_bw, qperf tcp_bw (MB/s);
     lat_PATH.dat: size, ib_send_lat, ib_write_lat, ib_read_lat, sockperf pp, qperf udp_lat,
-    qperf tcp_lat x 2 (us). A missing figure is '?', which gnuplot skips."""
+    qperf tcp_lat x 2, udp_pingpong busy and sleeping one way (us). A missing figure is '?',
+    which gnuplot skips."""
     def m(path, key):
         v = median(results.get((path, key), []))[0]
         return "?" if v is None else f"{v:.6g}"
@@ -508,12 +659,14 @@ def write_plot_data(results, paths, outdir):
                         f"{m(path, ('pt', 'ib_send_bw', s))} {m(path, ('qperf', 'tcp_bw', s))}\n")
         sizes = sorted({k[2] for (p, k) in results if p == path and k[:2] == ("pt", "ib_send_lat")})
         with open(os.path.join(outdir, f"lat_{path}.dat"), "w") as f:
-            f.write("# size ib_send_lat ib_write_lat ib_read_lat sockperf_pp qperf_udp_lat qperf_tcp_lat_x2 (us)\n")
+            f.write("# size ib_send_lat ib_write_lat ib_read_lat sockperf_pp qperf_udp_lat qperf_tcp_lat_x2 "
+                    "udp_busy_one_way udp_sleep_one_way (us)\n")
             for s in sizes:
                 tcp = median(results.get((path, ("qperf", "tcp_lat", s)), []))[0]
                 f.write(f"{s} {m(path, ('pt', 'ib_send_lat', s))} {m(path, ('pt', 'ib_write_lat', s))} "
                         f"{m(path, ('pt', 'ib_read_lat', s))} {m(path, ('sockperf', 'pp', s))} "
-                        f"{m(path, ('qperf', 'udp_lat', s))} {'?' if tcp is None else f'{tcp * 2:.6g}'}\n")
+                        f"{m(path, ('qperf', 'udp_lat', s))} {'?' if tcp is None else f'{tcp * 2:.6g}'} "
+                        f"{m(path, ('udp', 'busy', s))} {m(path, ('udp', 'sleep', s))}\n")
 
 
 def main(argv):
@@ -527,7 +680,13 @@ def main(argv):
     p.add_argument("--netns", nargs=2, metavar=("A", "B"))
     p.add_argument("--addrs", nargs=2, metavar=("ADDR_A", "ADDR_B"))
     p.add_argument("--idle-seconds", type=float, default=10)
+    p.add_argument("--only", help="run only the groups whose name holds this word (latency, bandwidth, ...)")
+    p.add_argument("--udp-pingpong", help="the udp_pingpong executable (default: beside SOFTRDMA's build)")
     a = p.parse_args(argv[1:])
+    udp_pp = a.udp_pingpong or os.path.join(os.path.dirname(os.path.abspath(a.softrdma)), "..", "..", "tests", "bench",
+                                            "udp_pingpong")
+    if not os.access(udp_pp, os.X_OK):
+        p.error(f"no udp_pingpong at {udp_pp} (cmake --build BUILD --target udp_pingpong)")
     paths = []
     for name in a.paths.split(","):
         if name == "loop":
@@ -537,8 +696,8 @@ def main(argv):
         else:
             p.error(f"unknown path '{name}' (loop, or veth with --netns and --addrs)")
     os.makedirs(a.outdir, exist_ok=True)
-    runner = Runner(a.softrdma, a.outdir)
-    groups = plan(a)
+    runner = Runner(a.softrdma, a.outdir, udp_pp)
+    groups = [g for g in plan(a) if not a.only or a.only in g[0]]
     results = measure(runner, paths, groups, a.reps)
     idle = idle_device(runner, a.idle_seconds) if a.idle_seconds > 0 else None
     rows = build_rows(results, paths, groups, idle)
