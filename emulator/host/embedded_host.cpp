@@ -13,6 +13,7 @@
 #include "emulator/host/loopback_address.hpp"
 #include "emulator/host/short_slice.hpp"
 #include "emulator/host/spin_budget.hpp"
+#include "emulator/host/thread_pause.hpp"
 #include "emulator/net/udp_backend.hpp"
 #include "wire/udp.hpp"
 
@@ -35,8 +36,24 @@ constexpr std::size_t kTransmitPerStep = 4 * kTransmitBurst;
 // them (req_notify_cq, which ends the lease) and sleeps. If the application stops polling
 // without arming a CQ, packets wait kBusyPollLease at most.
 constexpr std::uint32_t kBusyPollStreak = 16;
-constexpr core::Time kBusyPollGap = 20'000;     // ns between the polls of one streak
-constexpr core::Time kBusyPollLease = 200'000;  // ns
+constexpr core::Time kBusyPollGap = 20'000;  // ns between the polls of one streak
+// The lease lasts as long as a gap that would end the streak: an application that has not
+// polled for that long has stopped (ib_write_lat, between its polls, spins on its buffer for
+// the peer's WRITE, which only the progress thread can receive). A 200 us lease made every
+// such WRITE wait for its end: ib_write_lat measured 90-200 us instead of about 25.
+constexpr core::Time kBusyPollLease = kBusyPollGap;
+// But the progress thread learns that the lease ended only by waking at its end, and a wake-up
+// every 20 us beside an application that never stops polling cost ib_read_lat twice its
+// round trip. So a streak that has gone on without a pause for kSteadyPolling (the
+// application polls for good: perftest's send and read latency, ibv_rc_pingpong, the
+// bandwidth tests) earns the long lease.
+constexpr core::Time kSteadyPolling = 1'000'000;  // ns
+constexpr core::Time kSteadyLease = 200'000;      // ns
+// For this long after a lease the progress thread does not spin after work, but sleeps on the
+// socket: beside an application spinning on memory, a spinning progress thread takes its core
+// and runs ahead of it in the scheduler's virtual time, so that its next wake-up does not
+// preempt the spinner and waits for a tick (4 ms at HZ=250; perf sched showed these delays).
+constexpr core::Time kNoSpinAfterLease = 1'000'000;  // ns
 
 constexpr core::Time kNever = ~core::Time{0};
 
@@ -127,13 +144,15 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     after_call(lock, now, Sending::now);  // sends the rest and the ACKs the packets called for
     last_call_.store(steady_now(), std::memory_order_relaxed);
   }
+  last_poll_found_.store(n > 0, std::memory_order_relaxed);
   return n;
 }
 
 int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   // The application is about to sleep until the CQ's event: from now on the progress thread
   // must receive, and if it sleeps off the socket for a busy-poll lease, wake it.
-  polls_.store(0, std::memory_order_relaxed);
+  last_call_.store(0, std::memory_order_relaxed);  // the next poll starts a new streak
+  last_poll_found_.store(true, std::memory_order_relaxed);
   if (app_polls_until_.exchange(0) > steady_now()) doorbell_.kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
 }
@@ -202,12 +221,27 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
   if (more || (deadline != 0 && deadline < wake_at_.load())) doorbell_.kick();
 }
 
-void EmbeddedHost::note_poll(core::Time now) {
+bool EmbeddedHost::continues_streak(core::Time now) {
+  static thread_local ThreadPause pause;
   const core::Time last = last_call_.exchange(now, std::memory_order_relaxed);
-  if (now - last >= kBusyPollGap) {
-    polls_.store(1, std::memory_order_relaxed);
-  } else if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {
-    app_polls_until_.store(now + kBusyPollLease, std::memory_order_relaxed);
+  if (now - last < kBusyPollGap) {
+    pause.call(now);
+    return true;
+  }
+  polls_.store(0, std::memory_order_relaxed);
+  // A pause after a poll that found a completion, through which the thread ran, is the
+  // application's: it got what it polled for and went to wait otherwise. A pause in the middle
+  // of empty polls, or one the scheduler imposed, does not make steady polling young again.
+  if (pause.ran_through(now) && last_poll_found_.load(std::memory_order_relaxed))
+    streak_start_.store(now, std::memory_order_relaxed);
+  return false;
+}
+
+void EmbeddedHost::note_poll(core::Time now) {
+  continues_streak(now);
+  if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {
+    const bool steady = now - streak_start_.load(std::memory_order_relaxed) >= kSteadyPolling;
+    app_polls_until_.store(now + (steady ? kSteadyLease : kBusyPollLease), std::memory_order_relaxed);
   }
 }
 
@@ -268,7 +302,7 @@ void EmbeddedHost::run() {
     if (now < lease_end) {
       slice.use_short();
       sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
-    } else if (budget.keep_spinning(now)) {
+    } else if (now - lease_end >= kNoSpinAfterLease && budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.
       ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write), backend_->group_fd()) || fd < 0;

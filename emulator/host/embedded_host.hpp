@@ -128,7 +128,7 @@ class EmbeddedHost {
   // them on this thread and looks again.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // Device::req_notify_cq, and a sign that the application will now sleep until an event:
-  // use this rather than call() for it, or events wait up to 200 us after busy-polling.
+  // use this rather than call() for it, or events wait for the busy-poll lease to end.
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
 
   // Multicast (core::Device::attach_mcast): the device's limits, all 0 where the backend
@@ -191,6 +191,9 @@ class EmbeddedHost {
   enum class Sending { now, at_next_poll };
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
+  // A verbs call at `now` (a poll or a post): whether it goes on with the streak of calls, or
+  // follows a pause long enough to start a new one.
+  bool continues_streak(core::Time now);
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
   void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
@@ -224,6 +227,8 @@ class EmbeddedHost {
   // between its polls), and until when the progress thread leaves the socket to the application.
   std::atomic<std::uint32_t> polls_{0};
   std::atomic<core::Time> last_call_{0};
+  std::atomic<core::Time> streak_start_{0};  // when the streak's first call was
+  std::atomic<bool> last_poll_found_{true};  // the last poll_cq() returned completions
   std::atomic<core::Time> app_polls_until_{0};
   std::thread thread_;
 };
@@ -232,6 +237,8 @@ template <class F>
 auto EmbeddedHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time> {
   std::unique_lock lock(mutex_);
   const core::Time now = steady_now();
+  // Any verbs call keeps a streak going: ibv_rc_pingpong posts its 500 receives between polls.
+  continues_streak(now);
   if constexpr (std::is_void_v<std::invoke_result_t<F, core::Device&, core::Time>>) {
     std::forward<F>(f)(device_, now);
     after_call(lock, now, Sending::now);
@@ -249,7 +256,7 @@ auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   auto result = std::forward<F>(f)(device_, now);
   // In a pull, send_pulled() sends, collects and publishes the deadline once for all its posts.
   if (!pulling_) after_call(lock, now, Sending::at_next_poll);
-  last_call_.store(steady_now(), std::memory_order_relaxed);
+  continues_streak(steady_now());  // a pause before a post ends a streak, as one before a poll
   return result;
 }
 

@@ -111,7 +111,7 @@ TEST_CASE("posts of an application that stops polling leave within the busy-poll
   Batching t("127.83.81", 8, 81);
   host::HostStats before;
   const std::uint64_t posted = t.post_until_one_waits(before);
-  // No poll_cq from here on: the progress thread sends them when the lease (200 us) runs out.
+  // No poll_cq from here on: the progress thread sends them when the lease (20 us) runs out.
   CHECK(eventually([&] { return udp_sent(t.a) >= posted; }, 50ms));
   expect_received(t.a, t.b, posted, 0);
 }

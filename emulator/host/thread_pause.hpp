@@ -1,0 +1,49 @@
+// Whether the calling thread ran through a pause between two of its verbs calls, or was
+// preempted.
+//
+// The busy-poll lease (embedded_host.cpp) restarts its streak when the application pauses after
+// a poll that found a completion: it went to wait otherwise (ib_write_lat spins on its buffer).
+// A thread the scheduler took off its core pauses as long, and restarting its streak then cost
+// ibv_rc_pingpong a quarter of its round trip. The thread's CPU clock tells them apart: a
+// spinning thread's advances with the wall clock, a preempted one's does not. Reading it is a
+// system call (about 0.2 us), so it is sampled every kSampleEvery calls and at a pause only.
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+#include "emulator/core/verbs_types.hpp"
+
+namespace softrdma::host {
+
+class ThreadPause {
+ public:
+  static constexpr std::uint32_t kSampleEvery = 64;
+
+  // A call at `now` (steady clock, ns) that did not follow a pause.
+  void call(core::Time now) {
+    if (++calls_ % kSampleEvery == 0) sample(now);
+  }
+
+  // A call at `now` after a pause: whether the thread was on a core for most of the time since
+  // the last sample (so through most of the pause). Samples again.
+  bool ran_through(core::Time now) {
+    const core::Time wall = now - wall_, cpu_before = cpu_;
+    sample(now);
+    return cpu_ - cpu_before >= wall / 2;
+  }
+
+ private:
+  void sample(core::Time now) {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    wall_ = now;
+    cpu_ = static_cast<core::Time>(t.tv_sec) * 1'000'000'000 + static_cast<core::Time>(t.tv_nsec);
+  }
+
+  std::uint32_t calls_ = 0;
+  core::Time wall_ = 0, cpu_ = 0;  // at the last sample
+};
+
+}  // namespace softrdma::host
