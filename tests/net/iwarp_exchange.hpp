@@ -13,6 +13,7 @@
 
 #include "emulator/net/pcap_file.hpp"
 #include "emulator/net/tcp_stream_capture.hpp"
+#include "tests/wire/rdmap_messages.hpp"
 #include "wire/ipv6.hpp"
 #include "wire/iwarp/mpa.hpp"
 #include "wire/iwarp/mpa_stream.hpp"
@@ -102,27 +103,6 @@ class IwarpExchangeBuilder {
   int fpdus_ = 0;  // FPDUs built so far
   IwarpExchange x_;
 };
-
-inline wire::iwarp::RdmapMessage untagged(RdmapOpcode op, std::uint32_t msn, const Bytes& payload) {
-  wire::iwarp::RdmapMessage m;
-  m.opcode = op;
-  m.ddp.queue_number = wire::iwarp::info(op).queue;
-  m.ddp.message_sequence_number = msn;
-  m.payload = payload;
-  return m;
-}
-
-inline wire::iwarp::RdmapMessage tagged(RdmapOpcode op, std::uint32_t stag, std::uint64_t offset, const Bytes& payload,
-                                        bool last = true) {
-  wire::iwarp::RdmapMessage m;
-  m.opcode = op;
-  m.ddp.tagged = true;
-  m.ddp.last = last;
-  m.ddp.stag = stag;
-  m.ddp.tagged_offset = offset;
-  m.payload = payload;
-  return m;
-}
 
 // The connection: local opens it and sends the Request.
 inline IwarpExchange iwarp_exchange(bool crc, int corrupt = -1) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "emulator/net/pcap_file.hpp"
+#include "tests/wire/rdmap_messages.hpp"
 #include "wire/ethernet.hpp"
 #include "wire/ipv4.hpp"
 #include "wire/iwarp/mpa.hpp"
@@ -26,6 +27,8 @@ using softrdma::dump::decode_iwarp_capture;
 using softrdma::dump::IwarpCaptureResult;
 using wire::iwarp::MpaItemKind;
 using Bytes = std::vector<std::uint8_t>;
+using test::tagged;
+using test::untagged;
 
 namespace {
 
@@ -244,32 +247,14 @@ Bytes frame_bytes(const wire::iwarp::MpaRequestReply& f) {
   return b;
 }
 
+// Where the built capture's tagged messages point.
+constexpr std::uint64_t kTaggedOffset = 0x7f0012345000;
+
 Bytes fpdu_bytes(const wire::iwarp::RdmapMessage& m) {
   Bytes b(wire::iwarp::fpdu_length(m.length()));
   m.emit(b.data() + wire::iwarp::Fpdu::length_field);
   wire::iwarp::seal_fpdu(b.data(), m.length(), true);
   return b;
-}
-
-wire::iwarp::RdmapMessage untagged(wire::iwarp::RdmapOpcode op, std::uint32_t msn,
-                                   std::span<const std::uint8_t> payload) {
-  wire::iwarp::RdmapMessage m;
-  m.opcode = op;
-  m.ddp.queue_number = wire::iwarp::info(op).queue;
-  m.ddp.message_sequence_number = msn;
-  m.payload = payload;
-  return m;
-}
-
-wire::iwarp::RdmapMessage tagged(wire::iwarp::RdmapOpcode op, std::uint32_t stag,
-                                 std::span<const std::uint8_t> payload) {
-  wire::iwarp::RdmapMessage m;
-  m.opcode = op;
-  m.ddp.tagged = true;
-  m.ddp.stag = stag;
-  m.ddp.tagged_offset = 0x7f0012345000;
-  m.payload = payload;
-  return m;
 }
 
 Bytes join(std::initializer_list<Bytes> parts) {
@@ -301,7 +286,7 @@ TEST_CASE("iWARP with CRCs: our verdicts and tshark's agree", "[wire][iwarp][tsh
     const Bytes hello{'h', 'e', 'l', 'l', 'o'}, block(64, 0x42), big(300, 0x17);
     wire::iwarp::RdmapMessage read = untagged(RdmapOpcode::read_request, 1, {});
     read.read_request = {0x1000, 0x2000, 300, 0x3000, 0x4000};
-    const Bytes response = fpdu_bytes(tagged(RdmapOpcode::read_response, 0x1000, big));
+    const Bytes response = fpdu_bytes(tagged(RdmapOpcode::read_response, 0x1000, kTaggedOffset, big));
     Bytes corrupt = fpdu_bytes(untagged(RdmapOpcode::send, 2, hello));
     corrupt[22] ^= 0x20;
 
@@ -312,7 +297,7 @@ TEST_CASE("iWARP with CRCs: our verdicts and tshark's agree", "[wire][iwarp][tsh
     w.send(b, a, wire::Tcp::psh | wire::Tcp::ack_flag, frame_bytes(rep));                  // 5
     w.send(a, b, wire::Tcp::ack_flag, fpdu_bytes(untagged(RdmapOpcode::send, 1, hello)));  // 6
     w.send(a, b, wire::Tcp::ack_flag,                                                      // 7
-           join({fpdu_bytes(tagged(RdmapOpcode::write, 0x5000, block)), fpdu_bytes(read)}));
+           join({fpdu_bytes(tagged(RdmapOpcode::write, 0x5000, kTaggedOffset, block)), fpdu_bytes(read)}));
     w.send(b, a, wire::Tcp::ack_flag, std::span(response).first(100));  // 8
     w.send(b, a, wire::Tcp::ack_flag,                                   // 9
            join({Bytes(response.begin() + 100, response.end()), fpdu_bytes(untagged(RdmapOpcode::send_se, 1, hello))}));
