@@ -47,10 +47,7 @@ struct IwarpStream {
   std::uint32_t expected_send_msn = 1;
   std::uint32_t expected_read_request_msn = 1;
   std::uint64_t wqe_sent = 0;  // bytes of the send WQE being segmented already sent
-  bool wqe_begun = false;      // its first FPDU is out
   std::deque<InboundRead> reads;
-  // The RDMA Write being placed: its STag was checked on the first segment (RFC 5041 s5.2).
-  bool in_write = false;
   std::uint64_t read_response_received = 0;  // bytes of the oldest outstanding READ placed
   // A Terminate to send as the stream's last message (RFC 5040 s7.1), then the stream closes.
   std::optional<wire::iwarp::RdmapTerminate> terminate;
