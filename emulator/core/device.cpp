@@ -536,11 +536,13 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   const QpState s = q->state();
   if (const int err = check_send_wr(q->init.qp_type, s, q->init.cap, wr)) return err;
   const bool inline_data = (wr.flags & send_flags::inline_data) != 0;
-  if (q->init.qp_type == QpType::ud && !ahs_.find(wr.ah)) return EINVAL;
+  const Ah* ah = q->init.qp_type == QpType::ud ? ahs_.find(wr.ah) : nullptr;
+  if (q->init.qp_type == QpType::ud && !ah) return EINVAL;
   if (q->stream && !iwarp_supports(wr.opcode)) return EINVAL;
   if (q->sq.size() >= q->init.cap.max_send_wr) return ENOMEM;
   SendWqe w;
   w.wr = wr;
+  if (ah) w.ud_route = ah->av;
   if (!inline_data) w.wr.inline_data.clear();
   w.length = inline_data ? wr.inline_data.size() : sge_total(wr.sg_list);
   w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);

@@ -245,7 +245,6 @@ class Device {
   // carries: how a window names its MR, and BIND_MW its window.
   Region* region_at(std::uint32_t index) { return regions_.find(index); }
   Srq* find_srq(std::uint32_t srq) { return srqs_.find(srq); }
-  const Ah* find_ah(std::uint32_t ah) const { return ahs_.find(ah); }
   Memory& memory() { return memory_; }
   // A packet the responder could not take (wrong state or Q_Key, no receive WQE for UD or UC).
   void count_dropped() { ++counters_.dropped; }

@@ -132,10 +132,9 @@ struct RequestHeaders {
   const AddressVector* route = nullptr;  // the QP's path, or for UD the WR's AH
 };
 
-// The headers of the packet `p` describes, and where it goes; none when a UD WR's AH does not
-// exist. An RC packet that asks for an ACK restarts the count towards the next AckReq.
-std::optional<RequestHeaders> request_headers(Device& d, Qp& q, const SendWqe& w, const PacketPlan& p,
-                                              bool window_edge) {
+// The headers of the packet `p` describes, and where it goes. An RC packet that asks for an
+// ACK restarts the count towards the next AckReq.
+RequestHeaders request_headers(const Device& d, Qp& q, const SendWqe& w, const PacketPlan& p, bool window_edge) {
   RequestHeaders out;
   out.route = &q.attr.ah_attr;
   wire::IbRepr& h = out.ib;
@@ -147,9 +146,7 @@ std::optional<RequestHeaders> request_headers(Device& d, Qp& q, const SendWqe& w
   h.solicited_event = p.last && (w.wr.flags & send_flags::solicited) &&
                       (wire::info(h.opcode).is(wire::OpFlag::send) || wire::info(h.opcode).is(wire::OpFlag::immediate));
   if (q.init.qp_type == QpType::ud) {
-    const Ah* ah = d.find_ah(w.wr.ah);
-    if (!ah) return std::nullopt;
-    out.route = &ah->av;
+    out.route = &w.ud_route;
     h.dest_qp = w.wr.remote_qpn;
     // A Q_Key with its high bit set means "use the QP's own" (s10.2.5).
     h.qkey = (w.wr.remote_qkey & 0x80000000u) ? q.attr.qkey : w.wr.remote_qkey;
@@ -317,12 +314,8 @@ std::optional<TxPacket> Requester::next(Device& d, Qp& q, Time now) {
       start_wqe(q, w, mtu);
     }
     const PacketPlan plan = plan_packet(q, w, mtu);
-    const std::optional<RequestHeaders> headers = request_headers(d, q, w, plan, slot.edge);
-    if (!headers) {
-      Completer::fail(d, q, w, WcStatus::loc_qp_op_err);
-      continue;
-    }
-    std::optional<TxPacket> pkt = assemble_packet(d, q, w, plan, *headers);
+    const RequestHeaders headers = request_headers(d, q, w, plan, slot.edge);
+    std::optional<TxPacket> pkt = assemble_packet(d, q, w, plan, headers);
     if (!pkt) {
       Completer::fail(d, q, w, WcStatus::loc_prot_err);  // a bad lkey or range (s10.6.3.3)
       continue;

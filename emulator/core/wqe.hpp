@@ -14,6 +14,9 @@ struct RecvWqe {
 
 struct SendWqe {
   SendWr wr;
+  // UD: the AH's address vector, copied at post time as rxe's and mlx5's providers copy it
+  // into the WQE, so an AH destroyed while its WRs are outstanding still routes them.
+  AddressVector ud_route;
   std::uint64_t length = 0;  // bytes the operation moves (sum of SGEs, or the inline data)
   bool signaled = false;
   bool started = false;  // has PSNs: first_psn .. first_psn + packets - 1
