@@ -157,6 +157,14 @@ int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
 }
 
+int EmbeddedHost::destroy_qp(std::uint32_t qpn) {
+  return call([&](core::Device& d, core::Time now) {
+    while (transmit(now).more && !tx_blocked_.load()) {
+    }
+    return d.destroy_qp(qpn);
+  });
+}
+
 int EmbeddedHost::attach_mcast(std::uint32_t qpn, const core::Gid& group) {
   const int err = call([&](core::Device& d, core::Time) {
     int e = d.attach_mcast(qpn, group);

@@ -130,6 +130,10 @@ class EmbeddedHost {
   // Device::req_notify_cq, and a sign that the application will now sleep until an event:
   // use this rather than call() for it, or events wait for the busy-poll lease to end.
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
+  // Device::destroy_qp, after sending the packets the engine has ready: sends posted before
+  // the destroy leave, as a NIC sends the WQEs whose doorbell it has read (mckey's sender
+  // posts its datagrams unsignaled and destroys its QP at once).
+  int destroy_qp(std::uint32_t qpn);
 
   // Multicast (core::Device::attach_mcast): the device's limits, all 0 where the backend
   // cannot receive groups; attaching makes the backend join the group when its first QP

@@ -91,9 +91,7 @@ int EmbeddedLink::query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAt
   return host_.call([&](Device& d, Time) { return d.query_qp(qpn, attr, init); });
 }
 
-int EmbeddedLink::destroy_qp(std::uint32_t qpn) {
-  return host_.call([&](Device& d, Time) { return d.destroy_qp(qpn); });
-}
+int EmbeddedLink::destroy_qp(std::uint32_t qpn) { return host_.destroy_qp(qpn); }
 
 // One lock for the whole list, as a NIC takes a doorbell for a chain of WQEs.
 int EmbeddedLink::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) {

@@ -1,7 +1,8 @@
 // EmbeddedHost::post (the shim's ibv_post_send): while the application busy-polls a CQ, posted
 // packets wait for its next poll_cq and leave together; otherwise, and when it stops polling,
-// they leave without it. Posts a work source (softrdmad's rings) makes in its pull leave together
-// after it. Counted at the sender's UDP socket, received byte-exact at the peer.
+// they leave without it, and before their QP when it is destroyed first. Posts a work source
+// (softrdmad's rings) makes in its pull leave together after it. Counted at the sender's UDP
+// socket, received byte-exact at the peer.
 #include <unistd.h>
 
 #include <atomic>
@@ -113,6 +114,15 @@ TEST_CASE("posts of an application that stops polling leave within the busy-poll
   const std::uint64_t posted = t.post_until_one_waits(before);
   // No poll_cq from here on: the progress thread sends them when the lease (20 us) runs out.
   CHECK(eventually([&] { return udp_sent(t.a) >= posted; }, 50ms));
+  expect_received(t.a, t.b, posted, 0);
+}
+
+TEST_CASE("SENDs waiting for the next poll leave before their QP is destroyed", "[host][batching]") {
+  Batching t("127.83.88", 8, 88);
+  host::HostStats before;
+  const std::uint64_t posted = t.post_until_one_waits(before);
+  REQUIRE(t.a.host->destroy_qp(t.p.qa) == 0);
+  CHECK(t.a.host->stats().udp.tx_packets - before.udp.tx_packets == 8);
   expect_received(t.a, t.b, posted, 0);
 }
 
