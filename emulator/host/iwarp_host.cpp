@@ -46,6 +46,7 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
 
 IwarpHost::IwarpHost(const IwarpHostConfig& config, core::Gid gid)
     : gid_(gid),
+      address_(config.ip),
       device_(config.device, config.memory ? *config.memory : direct_memory_),
       cm_(device_),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
@@ -81,6 +82,10 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
 void IwarpHost::set_event_handler(IwarpEventHandler handler) {
   std::lock_guard lock(handler_mutex_);
   handler_ = std::move(handler);
+}
+
+void IwarpHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
+  events_.set_handlers(std::move(on_cq), std::move(on_async));
 }
 
 void IwarpHost::after_call() {
@@ -261,6 +266,10 @@ void IwarpHost::capture_open(Connection& c, net::TcpSide opener) {
 
 void IwarpHost::take_events() {
   while (auto e = cm_.next_event()) pending_events_.push_back(std::move(*e));
+  device_.take_completed_cqs(completed_cqs_);
+  completed_cqs_.clear();
+  while (const auto cq = device_.next_cq_event()) events_.push(*cq);
+  while (const auto event = device_.next_async_event()) events_.push(*event);
 }
 
 void IwarpHost::deliver() {
@@ -269,9 +278,12 @@ void IwarpHost::deliver() {
     std::lock_guard lock(mutex_);
     events.swap(pending_events_);
   }
-  std::lock_guard lock(handler_mutex_);
-  for (const auto& e : events)
-    if (handler_) handler_(e);
+  {
+    std::lock_guard lock(handler_mutex_);
+    for (const auto& e : events)
+      if (handler_) handler_(e);
+  }
+  events_.deliver();
 }
 
 void IwarpHost::kick() {

@@ -5,7 +5,9 @@
 // Every engine call happens under one lock. A call's FPDUs leave from the calling thread
 // (post_send's data is written before call() returns, as far as the socket takes it); the
 // progress thread accepts, connects, reads, writes what a full socket held back, and delivers
-// the CM's events, so that they reach the handler in order.
+// the CM's events, so that they reach the handler in order. Completion-channel and async
+// events go as the embedded RoCE host's do (event_delivery.hpp): from whichever thread ran the
+// engine, after it lets go of the lock.
 #pragma once
 
 #include <poll.h>
@@ -26,6 +28,7 @@
 #include "emulator/core/device.hpp"
 #include "emulator/core/iwarp_cm.hpp"
 #include "emulator/core/memory.hpp"
+#include "emulator/host/event_delivery.hpp"
 #include "emulator/host/host_clock.hpp"
 #include "emulator/net/pcap_file.hpp"
 #include "emulator/net/tcp_socket.hpp"
@@ -59,11 +62,12 @@ class IwarpHost {
   ~IwarpHost();
 
   const core::Gid& gid() const { return gid_; }
+  const std::string& address() const { return address_; }  // as configured: "127.0.0.2", "::1"
 
-  // Runs f(device, cm) under the lock, then carries out the socket actions and writes the bytes
-  // it queued, on this thread.
+  // Runs f(device, cm), or f(device, now) as EngineLink's verbs ask, under the lock; then
+  // carries out the socket actions and writes the bytes it queued, on this thread.
   template <class F>
-  auto call(F&& f) -> std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&>;
+  auto call(F&& f);
   // Device::poll_cq alone: polling changes nothing that would need sockets or the thread, so
   // an application spinning on its CQ costs only the lock.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
@@ -71,6 +75,8 @@ class IwarpHost {
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
   // The CM's events, in order, on the progress thread and never under the lock.
   void set_event_handler(IwarpEventHandler handler);
+  // The engine's completion-channel and async events (EventDelivery's terms).
+  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
 
  private:
   struct Connection {
@@ -98,14 +104,15 @@ class IwarpHost {
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);
   void service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners);
-  void take_events();  // into pending_events_; the lock is held
-  void deliver();      // pending_events_ to the handler, without the lock
+  void take_events();  // into pending_events_ and events_; the lock is held
+  void deliver();      // pending_events_ and events_ to the handlers, without the lock
   void kick();
   // With a capture file: starts recording `c` (its handshake, with `opener`'s SYN).
   void capture_open(Connection& c, net::TcpSide opener);
 
   core::DirectMemory direct_memory_;
   const core::Gid gid_;
+  const std::string address_;
   std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
   core::Device device_;
   core::IwarpConnectionManager cm_;
@@ -113,7 +120,9 @@ class IwarpHost {
   std::map<std::uint32_t, int> listen_errors_;  // a listen action the kernel refused
   std::map<std::uint32_t, Connection> connections_;
   std::vector<core::IwarpEvent> pending_events_;  // for the progress thread to deliver
-  std::optional<net::PcapWriter> pcap_;           // with a capture file
+  std::vector<std::uint32_t> completed_cqs_;      // emptied each time: nobody mirrors CQs here
+  EventDelivery events_;
+  std::optional<net::PcapWriter> pcap_;  // with a capture file
   std::mutex handler_mutex_;
   IwarpEventHandler handler_;
   net::SocketFd wake_fd_;  // an eventfd: new sockets or bytes for the progress thread
@@ -122,14 +131,27 @@ class IwarpHost {
 };
 
 template <class F>
-auto IwarpHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&> {
-  std::lock_guard lock(mutex_);
-  if constexpr (std::is_void_v<std::invoke_result_t<F, core::Device&, core::IwarpConnectionManager&>>) {
-    std::forward<F>(f)(device_, cm_);
-    after_call();
+auto IwarpHost::call(F&& f) {
+  const auto run = [&] {
+    if constexpr (std::is_invocable_v<F&, core::Device&, core::Time>) {
+      return f(device_, steady_now());
+    } else {
+      return f(device_, cm_);
+    }
+  };
+  if constexpr (std::is_void_v<decltype(run())>) {
+    {
+      std::lock_guard lock(mutex_);
+      run();
+      after_call();
+    }
+    events_.deliver();
   } else {
-    auto result = std::forward<F>(f)(device_, cm_);
+    std::unique_lock lock(mutex_);
+    auto result = run();
     after_call();
+    lock.unlock();
+    events_.deliver();
     return result;
   }
 }

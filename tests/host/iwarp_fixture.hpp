@@ -77,4 +77,21 @@ inline core::TcpEndpoint endpoint(const std::string& ip, std::uint16_t port) {
   return {*softrdma::net::parse_gid(ip), port};
 }
 
+// Connects client's QP to server's through their CMs (server listening on `service`), and
+// waits until both have it established.
+inline void connect_nodes(IwarpNode& server, IwarpNode& client, const core::TcpEndpoint& service) {
+  REQUIRE(server.h->listen(service).ok());
+  core::MpaOffer offer;
+  offer.ird = offer.ord = 4;
+  REQUIRE(client.h->call(
+      [&](core::Device&, core::IwarpConnectionManager& cm) { return cm.connect(service, client.qpn, offer).ok(); }));
+  const core::IwarpEvent request = server.next_event();
+  REQUIRE(request.type == core::IwarpEventType::connect_request);
+  REQUIRE(server.h->call([&](core::Device&, core::IwarpConnectionManager& cm) {
+    return cm.accept(request.id, server.qpn, offer);
+  }) == 0);
+  REQUIRE(server.next_event().type == core::IwarpEventType::established);
+  REQUIRE(client.next_event().type == core::IwarpEventType::established);
+}
+
 }  // namespace test

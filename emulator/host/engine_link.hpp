@@ -1,0 +1,117 @@
+// The verbs that are the engine's own calls, the same on every host that runs the engine in
+// this process: each one a Host::call(f(device, now)) under the host's lock. EmbeddedLink (RoCE)
+// and IwarpLink add what their hosts do differently: posting, polling, multicast and
+// connection management.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+#include "emulator/host/device_link.hpp"
+
+namespace softrdma::host {
+
+template <class Host>
+class EngineLink : public DeviceLink {
+ public:
+  explicit EngineLink(Host& host) : host_(host) {}
+
+  Host& host() { return host_; }
+
+  core::Expected<std::uint32_t> alloc_pd() override {
+    return host_.call([](core::Device& d, core::Time) { return d.alloc_pd(); });
+  }
+  int dealloc_pd(std::uint32_t pd) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.dealloc_pd(pd); });
+  }
+  core::Expected<core::MrKeys> reg_mr(std::uint32_t pd, std::uint64_t host, std::uint64_t length, std::uint64_t iova,
+                                      std::uint32_t access) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.reg_mr(pd, host, length, iova, access); });
+  }
+  int rereg_mr(std::uint32_t lkey, const core::MrChange& change) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.rereg_mr(lkey, change); });
+  }
+  int dereg_mr(std::uint32_t lkey) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.dereg_mr(lkey); });
+  }
+  core::Expected<std::uint32_t> alloc_mw(std::uint32_t pd, int type) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.alloc_mw(pd, type); });
+  }
+  int dealloc_mw(std::uint32_t rkey) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.dealloc_mw(rkey); });
+  }
+  core::Expected<std::uint32_t> bind_mw(std::uint32_t qpn, std::uint32_t mw_rkey, std::uint32_t mr_lkey,
+                                        std::uint64_t addr, std::uint64_t length, std::uint32_t access,
+                                        std::optional<std::uint64_t> signal_wr_id) override {
+    return host_.call([&](core::Device& d, core::Time) {
+      return d.bind_mw(qpn, mw_rkey, mr_lkey, addr, length, access, signal_wr_id);
+    });
+  }
+
+  core::Expected<std::uint32_t> create_cq(std::uint32_t cqe) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.create_cq(cqe); });
+  }
+  int destroy_cq(std::uint32_t cq) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.destroy_cq(cq); });
+  }
+  int resize_cq(std::uint32_t cq, std::uint32_t cqe) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.resize_cq(cq, cqe); });
+  }
+
+  core::Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                           std::uint32_t limit) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.create_srq(pd, max_wr, max_sge, limit); });
+  }
+  int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr,
+                 bool set_limit) override {
+    return host_.call(
+        [&](core::Device& d, core::Time) { return d.modify_srq(srq, max_wr, limit, set_max_wr, set_limit); });
+  }
+  int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.query_srq(srq, max_wr, max_sge, limit); });
+  }
+  int destroy_srq(std::uint32_t srq) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.destroy_srq(srq); });
+  }
+
+  core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.create_ah(pd, av); });
+  }
+  int destroy_ah(std::uint32_t ah) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.destroy_ah(ah); });
+  }
+
+  core::Expected<core::QpCreated> create_qp(const core::QpInitAttr& attr) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.create_qp(attr); });
+  }
+  int modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) override {
+    return host_.call([&](core::Device& d, core::Time now) { return d.modify_qp(now, qpn, attr, mask); });
+  }
+  int query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.query_qp(qpn, attr, init); });
+  }
+
+  int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override {
+    return host_.call([&](core::Device& d, core::Time) {
+      for (posted = 0; posted < wrs.size(); ++posted) {
+        if (const int err = d.post_recv(qpn, wrs[posted])) return err;
+      }
+      return 0;
+    });
+  }
+  int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override {
+    return host_.call([&](core::Device& d, core::Time) {
+      for (posted = 0; posted < wrs.size(); ++posted) {
+        if (const int err = d.post_srq_recv(srq, wrs[posted])) return err;
+      }
+      return 0;
+    });
+  }
+
+ protected:
+  Host& host_;
+};
+
+}  // namespace softrdma::host

@@ -1,0 +1,43 @@
+// The verbs on an iWARP engine in this process (iwarp_host.hpp). Connections are the iWARP
+// connection manager's (IwarpHost::call with the CM, and IwarpHost::listen): the InfiniBand
+// CM's calls fail with EOPNOTSUPP, as an iWARP RNIC has no IB CM, and no multicast either.
+#pragma once
+
+#include <string>
+
+#include "emulator/host/engine_link.hpp"
+#include "emulator/host/iwarp_host.hpp"
+
+namespace softrdma::host {
+
+class IwarpLink final : public EngineLink<IwarpHost> {
+ public:
+  explicit IwarpLink(IwarpHost& host) : EngineLink(host) {}
+
+  const std::string& address() const override { return host_.address(); }
+
+  int poll_cq(std::uint32_t cq, std::span<core::Wc> out) override { return host_.poll_cq(cq, out); }
+  int req_notify_cq(std::uint32_t cq, bool solicited_only) override;
+  int destroy_qp(std::uint32_t qpn) override;
+  int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) override;
+  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
+    host_.set_event_handlers(std::move(on_cq), std::move(on_async));
+  }
+
+  core::Expected<std::uint32_t> cm_listen(std::uint64_t) override { return no_ib_cm(); }
+  int cm_stop_listening(std::uint32_t) override { return EOPNOTSUPP; }
+  core::Expected<std::uint32_t> cm_connect(const core::CmConnect&) override { return no_ib_cm(); }
+  int cm_accept(std::uint32_t, const core::CmAccept&) override { return EOPNOTSUPP; }
+  int cm_ready(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  int cm_reject(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  int cm_disconnect(std::uint32_t, std::span<const std::uint8_t>) override { return EOPNOTSUPP; }
+  core::Expected<std::uint32_t> cm_resolve_service(const core::CmServiceQuery&) override { return no_ib_cm(); }
+  int cm_answer_service(std::uint32_t, const core::CmServiceAnswer&) override { return EOPNOTSUPP; }
+  void cm_destroy(std::uint32_t) override {}
+  void set_cm_handler(CmEventHandler) override {}
+
+ private:
+  static core::Expected<std::uint32_t> no_ib_cm() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
+};
+
+}  // namespace softrdma::host
