@@ -372,6 +372,7 @@ int Device::post_srq_recv(std::uint32_t srq, const RecvWr& wr) {
 // --- address handles ---------------------------------------------------------------------
 
 Expected<std::uint32_t> Device::create_ah(std::uint32_t pd, const AddressVector& av) {
+  if (config_.iwarp) return Expected<std::uint32_t>::error(EOPNOTSUPP);
   Pd* p = pds_.find(pd);
   if (!p || av.sgid_index >= config_.gids.size() || av.port_num != 1) return Expected<std::uint32_t>::error(EINVAL);
   const auto h = ahs_.insert(Ah{pd, av});
@@ -403,6 +404,7 @@ Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   const bool type_ok = a.qp_type == QpType::rc || a.qp_type == QpType::uc || a.qp_type == QpType::ud;
   if (!type_ok || !pds_.find(a.pd) || !cqs_.find(a.send_cq) || !cqs_.find(a.recv_cq))
     return Expected<QpCreated>::error(EINVAL);
+  if (config_.iwarp && a.qp_type != QpType::rc) return Expected<QpCreated>::error(EOPNOTSUPP);
   if (a.srq && !srqs_.find(a.srq)) return Expected<QpCreated>::error(EINVAL);
   if (a.cap.max_send_wr > lim.max_qp_wr || a.cap.max_recv_wr > lim.max_qp_wr || a.cap.max_send_sge > lim.max_sge ||
       a.cap.max_recv_sge > lim.max_sge || a.cap.max_inline_data > lim.max_inline_data)
@@ -438,6 +440,8 @@ int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t
     return EINVAL;
   if ((mask & qp_attr::av) && attr.ah_attr.sgid_index >= config_.gids.size()) return EINVAL;
   if ((mask & qp_attr::path_mtu) && attr.path_mtu > config_.max_mtu) return EINVAL;
+  // iWARP: RTS means a stream to send on, which only the CM's stream_attach brings.
+  if (config_.iwarp && (mask & qp_attr::state) && attr.qp_state == QpState::rts && !q->stream) return EINVAL;
   apply_modify_qp(q->attr, attr, mask);
   const QpState to = q->state();
 

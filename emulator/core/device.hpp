@@ -62,6 +62,9 @@ struct DeviceConfig {
   // start its own, so that a process that comes back on the same address does not reuse its
   // predecessor's IDs, which the peer may still hold. None: derived from gids[0] (tests).
   std::optional<std::uint32_t> cm_id_seed;
+  // An iWARP device (RFC 5040 s2): RC QPs only, which reach RTS when the iWARP CM attaches their
+  // stream (stream_attach), never by the consumer's modify; no address handles, as Linux siw.
+  bool iwarp = false;
 };
 
 // A packet the engine received: the UDP payload (BTH through ICRC) and the addresses it came

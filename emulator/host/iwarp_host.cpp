@@ -30,6 +30,7 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
     return s;
   }
   config.device.gids = {*gid};
+  config.device.iwarp = true;
   std::unique_ptr<IwarpHost> host(new IwarpHost(config, *gid));
   if (host->wake_fd_.get() < 0) {
     s.error = "iWARP device: eventfd failed";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tests/core/stream_pair.hpp"
+#include "tests/iwarp_consumer_objects.hpp"
 #include "wire/iwarp/mpa_stream.hpp"
 
 namespace {
@@ -143,6 +144,43 @@ TEST_CASE("iWARP QPs refuse the opcodes RDMAP lacks", "[iwarp]") {
     core::SendWr wr = p.rdma(op, 0, 0, 8);
     CHECK(p.a.dev->post_send(0, p.a.qpn, wr) == EINVAL);
   }
+}
+
+TEST_CASE("an iWARP device has RC QPs only, no AHs, and reaches RTS only through its stream", "[iwarp]") {
+  core::DirectMemory memory;
+  core::DeviceConfig config;
+  config.gids = {ipv4_gid(1)};
+  config.iwarp = true;
+  core::Device d(config, memory);
+  std::vector<std::uint8_t> buffer(4096);
+  const IwarpConsumerObjects o = create_consumer_objects(d, buffer, 16, {4, 4, 1, 1, 0});
+  REQUIRE(d.qp(o.qpn)->state() == QpState::init);
+
+  core::QpInitAttr ud;
+  ud.qp_type = core::QpType::ud;
+  ud.pd = o.pd;
+  ud.send_cq = ud.recv_cq = o.cq;
+  CHECK(d.create_qp(ud).error() == EOPNOTSUPP);
+  ud.qp_type = core::QpType::uc;
+  CHECK(d.create_qp(ud).error() == EOPNOTSUPP);
+  CHECK(d.create_ah(o.pd, core::AddressVector{}).error() == EOPNOTSUPP);
+
+  // RTR with the attributes IBTA asks of RC (s11.2.4.2) is taken; RTS is not.
+  namespace mask = core::qp_attr;
+  core::QpAttr attr;
+  attr.qp_state = QpState::rtr;
+  attr.ah_attr.dgid = ipv4_gid(2);
+  attr.dest_qp_num = 0x11;
+  REQUIRE(d.modify_qp(0, o.qpn, attr,
+                      mask::state | mask::av | mask::path_mtu | mask::dest_qpn | mask::rq_psn |
+                          mask::max_dest_rd_atomic | mask::min_rnr_timer) == 0);
+  attr.qp_state = QpState::rts;
+  CHECK(d.modify_qp(0, o.qpn, attr,
+                    mask::state | mask::sq_psn | mask::timeout | mask::retry_cnt | mask::rnr_retry |
+                        mask::max_qp_rd_atomic) == EINVAL);
+  CHECK(d.qp(o.qpn)->state() == QpState::rtr);
+  REQUIRE(d.stream_attach(o.qpn, core::StreamParams{}) == 0);
+  CHECK(d.qp(o.qpn)->state() == QpState::rts);
 }
 
 namespace {
