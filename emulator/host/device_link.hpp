@@ -86,6 +86,23 @@ class DeviceLink {
   virtual int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) = 0;
   virtual void cm_destroy(std::uint32_t id) = 0;
   virtual void set_cm_handler(CmEventHandler on_cm) = 0;
+
+  // The iWARP connection manager (core/iwarp_cm.hpp) of a device that has one, with its errno
+  // values; a RoCE device has none (EOPNOTSUPP). Its events go to the handler set here, on
+  // the same terms as the others.
+  virtual core::Expected<std::uint32_t> iw_listen(const core::TcpEndpoint&) { return no_iwarp_cm(); }
+  virtual int iw_stop_listening(std::uint32_t) { return EOPNOTSUPP; }
+  virtual core::Expected<std::uint32_t> iw_connect(const core::TcpEndpoint&, std::uint32_t, const core::MpaOffer&) {
+    return no_iwarp_cm();
+  }
+  virtual int iw_accept(std::uint32_t, std::uint32_t, const core::MpaOffer&) { return EOPNOTSUPP; }
+  virtual int iw_reject(std::uint32_t, std::span<const std::uint8_t>) { return EOPNOTSUPP; }
+  virtual int iw_disconnect(std::uint32_t) { return EOPNOTSUPP; }
+  virtual void iw_destroy(std::uint32_t) {}
+  virtual void set_iw_handler(IwarpEventHandler) {}
+
+ private:
+  static core::Expected<std::uint32_t> no_iwarp_cm() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
 };
 
 }  // namespace softrdma::host

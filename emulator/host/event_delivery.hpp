@@ -17,6 +17,7 @@
 #include <variant>
 
 #include "emulator/core/cm_types.hpp"
+#include "emulator/core/iwarp_cm.hpp"
 #include "emulator/core/verbs_types.hpp"
 
 namespace softrdma::host {
@@ -24,6 +25,7 @@ namespace softrdma::host {
 using CqEventHandler = std::function<void(std::uint32_t cq)>;
 using AsyncEventHandler = std::function<void(const core::AsyncEvent&)>;
 using CmEventHandler = std::function<void(const core::CmEvent&)>;
+using IwarpEventHandler = std::function<void(const core::IwarpEvent&)>;  // the iWARP host's own
 
 class EventDelivery {
  public:

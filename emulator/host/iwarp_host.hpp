@@ -52,8 +52,6 @@ struct IwarpHostStart {
   std::string error;                // on failure: one line for a person
 };
 
-using IwarpEventHandler = std::function<void(const core::IwarpEvent&)>;
-
 class IwarpHost {
  public:
   static IwarpHostStart start(IwarpHostConfig config);

@@ -24,4 +24,31 @@ int IwarpLink::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, s
   });
 }
 
+// The iWARP CM: each call under the host's lock, its socket actions carried out before it
+// returns.
+int IwarpLink::iw_stop_listening(std::uint32_t listener) {
+  return host_.call([&](Device&, core::IwarpConnectionManager& cm) { return cm.stop_listening(listener); });
+}
+
+core::Expected<std::uint32_t> IwarpLink::iw_connect(const core::TcpEndpoint& remote, std::uint32_t qpn,
+                                                    const core::MpaOffer& offer) {
+  return host_.call([&](Device&, core::IwarpConnectionManager& cm) { return cm.connect(remote, qpn, offer); });
+}
+
+int IwarpLink::iw_accept(std::uint32_t id, std::uint32_t qpn, const core::MpaOffer& offer) {
+  return host_.call([&](Device&, core::IwarpConnectionManager& cm) { return cm.accept(id, qpn, offer); });
+}
+
+int IwarpLink::iw_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return host_.call([&](Device&, core::IwarpConnectionManager& cm) { return cm.reject(id, private_data); });
+}
+
+int IwarpLink::iw_disconnect(std::uint32_t id) {
+  return host_.call([&](Device&, core::IwarpConnectionManager& cm) { return cm.disconnect(id); });
+}
+
+void IwarpLink::iw_destroy(std::uint32_t id) {
+  host_.call([&](Device&, core::IwarpConnectionManager& cm) { cm.destroy(id); });
+}
+
 }  // namespace softrdma::host

@@ -1,6 +1,6 @@
 // The verbs on an iWARP engine in this process (iwarp_host.hpp). Connections are the iWARP
-// connection manager's (IwarpHost::call with the CM, and IwarpHost::listen): the InfiniBand
-// CM's calls fail with EOPNOTSUPP, as an iWARP RNIC has no IB CM, and no multicast either.
+// connection manager's (the iw_* calls): the InfiniBand CM's calls fail with EOPNOTSUPP, as an
+// iWARP RNIC has no IB CM, and no multicast either.
 #pragma once
 
 #include <string>
@@ -35,6 +35,16 @@ class IwarpLink final : public EngineLink<IwarpHost> {
   int cm_answer_service(std::uint32_t, const core::CmServiceAnswer&) override { return EOPNOTSUPP; }
   void cm_destroy(std::uint32_t) override {}
   void set_cm_handler(CmEventHandler) override {}
+
+  core::Expected<std::uint32_t> iw_listen(const core::TcpEndpoint& local) override { return host_.listen(local); }
+  int iw_stop_listening(std::uint32_t listener) override;
+  core::Expected<std::uint32_t> iw_connect(const core::TcpEndpoint& remote, std::uint32_t qpn,
+                                           const core::MpaOffer& offer) override;
+  int iw_accept(std::uint32_t id, std::uint32_t qpn, const core::MpaOffer& offer) override;
+  int iw_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int iw_disconnect(std::uint32_t id) override;
+  void iw_destroy(std::uint32_t id) override;
+  void set_iw_handler(IwarpEventHandler handler) override { host_.set_event_handler(std::move(handler)); }
 
  private:
   static core::Expected<std::uint32_t> no_ib_cm() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }

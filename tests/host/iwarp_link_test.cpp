@@ -1,12 +1,13 @@
 // IwarpLink: the shim's verbs on an embedded iWARP host (127.83.95.x). The engine's verbs run
-// through it, completion-channel events reach the handler set on it, and the InfiniBand CM's
-// calls fail with EOPNOTSUPP.
+// through it, completion-channel events reach the handler set on it, connections go through
+// its iWARP CM calls, and the InfiniBand CM's calls fail with EOPNOTSUPP.
 #include "emulator/host/iwarp_link.hpp"
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "tests/host/iwarp_fixture.hpp"
 
@@ -61,6 +62,49 @@ TEST_CASE("an IwarpLink runs the verbs on its iWARP engine and reports CQ events
   CHECK(server_link.dereg_mr(mr->lkey) == 0);
   CHECK(server_link.destroy_cq(*cq) == 0);
   CHECK(server_link.dealloc_pd(*pd) == 0);
+}
+
+TEST_CASE("an IwarpLink connects, refuses and disconnects through the iWARP CM's calls", "[iwarp]") {
+  IwarpNode server("127.83.95.4"), client("127.83.95.5");
+  host::IwarpLink server_link(*server.h), client_link(*client.h);
+  server_link.set_iw_handler([&](const core::IwarpEvent& e) {
+    std::lock_guard lock(server.mutex);
+    server.events.push_back(e);
+  });
+  const core::TcpEndpoint service = endpoint("127.83.95.4", 17181);
+  const auto listener = server_link.iw_listen(service);
+  REQUIRE(listener.ok());
+  CHECK(server_link.iw_listen(service).error() == EADDRINUSE);
+
+  core::MpaOffer offer;
+  offer.private_data = {9, 8, 7};
+  offer.ird = offer.ord = 2;
+  const auto first = client_link.iw_connect(service, client.qpn, offer);
+  REQUIRE(first.ok());
+  const core::IwarpEvent refused = server.next_event();
+  REQUIRE(refused.type == core::IwarpEventType::connect_request);
+  CHECK(refused.private_data == offer.private_data);
+  const std::vector<std::uint8_t> why = {1};
+  REQUIRE(server_link.iw_reject(refused.id, why) == 0);
+  const core::IwarpEvent rejected = client.next_event();
+  CHECK(rejected.type == core::IwarpEventType::rejected);
+  CHECK(rejected.private_data == why);
+  client_link.iw_destroy(*first);
+
+  REQUIRE(client_link.iw_connect(service, client.qpn, offer).ok());
+  const core::IwarpEvent request = server.next_event();
+  REQUIRE(request.type == core::IwarpEventType::connect_request);
+  REQUIRE(server_link.iw_accept(request.id, server.qpn, offer) == 0);
+  CHECK(server.next_event().type == core::IwarpEventType::established);
+  const core::IwarpEvent established = client.next_event();
+  REQUIRE(established.type == core::IwarpEventType::established);
+  CHECK(client.h->call([&](core::Device& d, core::IwarpConnectionManager&) { return d.qp(client.qpn)->state(); }) ==
+        core::QpState::rts);
+
+  REQUIRE(client_link.iw_disconnect(established.id) == 0);
+  CHECK(client.next_event().type == core::IwarpEventType::disconnected);
+  CHECK(server.next_event().type == core::IwarpEventType::disconnected);
+  CHECK(server_link.iw_stop_listening(*listener) == 0);
 }
 
 TEST_CASE("an IwarpLink has no InfiniBand CM and no multicast", "[iwarp]") {
