@@ -75,6 +75,14 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
   a.max_pkeys = lim.pkey_table_len;
   a.local_ca_ack_delay = 15;  // 4.096 us * 2^15 ~ 134 ms: a host stack, not silicon
   a.phys_port_cnt = lim.phys_port_cnt;
+  if (id.transport == Transport::iwarp) {
+    // RC only, over its TCP connection: no atomics (RFC 5040 has none), no address handles
+    // (UD), no multicast, and no P_Keys, as Linux siw reports.
+    a.atomic_cap = IBV_ATOMIC_NONE;
+    a.max_ah = 0;
+    a.max_mcast_grp = a.max_mcast_qp_attach = a.max_total_mcast_qp_attach = 0;
+    a.max_pkeys = 0;
+  }
   return a;
 }
 
@@ -103,6 +111,13 @@ ibv_port_attr port_attr(const DeviceIdentity& id) {
   p.phys_state = 5;     // LinkUp
   p.link_layer = IBV_LINK_LAYER_ETHERNET;
   p.flags = IBV_QPF_GRH_REQUIRED;  // RoCE: every address handle needs a GRH
+  if (id.transport == Transport::iwarp) {
+    // An iWARP port, as siw's: connections through the CM, by IP address; one GID (its MAC).
+    p.port_cap_flags = IBV_PORT_CM_SUP;
+    p.gid_tbl_len = 1;
+    p.pkey_tbl_len = 1;
+    p.flags = 0;
+  }
   return p;
 }
 

@@ -20,7 +20,7 @@ Context& context_of(ibv_context* ctx) {
   return *reinterpret_cast<Context*>(bytes);
 }
 
-const DeviceIdentity& identity_of(ibv_context* ctx) { return *context_of(ctx).identity; }
+const DeviceIdentity& identity_of(ibv_context* ctx) { return context_of(ctx).bound->identity; }
 
 int post_async_event(ibv_context* ctx, const ibv_async_event& event) {
   // One datagram per event on a SOCK_SEQPACKET pair: ibv_get_async_event reads exactly one.
@@ -53,7 +53,8 @@ using namespace softrdma::shim;
 
 SRDMA_DEFAULT_VERSION(ibv_open_device, "IBVERBS_1.1")
 ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
-  if (device == nullptr || device != the_device()) {
+  const BoundDevice* bound = bound_of(device);
+  if (bound == nullptr) {
     errno = ENODEV;
     return nullptr;
   }
@@ -66,7 +67,7 @@ ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
   ctx.device = device;
   ctx.cmd_fd = ctx.async_fd = -1;
   pthread_mutex_init(&ctx.mutex, nullptr);
-  c->identity = device_identity();
+  c->bound = bound;
 
   // Real, pollable descriptors (verbs-abi.md §4.2). Applications poll() async_fd and set
   // O_NONBLOCK on it (ibv_asyncwatch); nothing outside the shim uses cmd_fd, but programs

@@ -1,22 +1,27 @@
 // The shim's device and context objects, shared by the files that implement the verbs.
 #pragma once
 
+#include "verbs-shim/host_link.hpp"
 #include "verbs-shim/identity.hpp"
 #include "verbs-shim/verbs_api.hpp"
 
 namespace softrdma::shim {
 
-// The one device, srdma0, in static storage: a device must stay valid from
+// The devices, srdma0 and srdmaiw0, in static storage: a device must stay valid from
 // ibv_get_device_list until the last context on it closes (verbs-abi.md §4.1), and static
-// storage outlives both. Null when the configured address is unusable.
+// storage outlives both. Null when the device is absent (for srdma0: the configured address
+// is unusable; for srdmaiw0: see iwarp_device()).
 ibv_device* the_device();
+ibv_device* the_iwarp_device();
+// The started device behind one of those; null for any other pointer.
+const BoundDevice* bound_of(ibv_device* device);
 
 // rdma-core's extended context: the application holds &vctx.context, and the inline verbs in
 // verbs.h find vctx (and its ops) at fixed negative offsets from it (verbs-abi.md §3.2, §4.2).
 struct Context {
   verbs_context vctx;
-  const DeviceIdentity* identity = nullptr;
-  int async_post_fd = -1;  // the shim's end of the async event socket pair
+  const BoundDevice* bound = nullptr;  // the device it was opened on
+  int async_post_fd = -1;              // the shim's end of the async event socket pair
 };
 
 // The Context behind an ibv_context this shim opened (container_of on vctx.context).

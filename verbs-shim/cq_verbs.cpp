@@ -34,7 +34,7 @@ std::uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
 // Moves to the next completion: 0, ENOENT when the CQ is empty, or an errno value.
 int advance(ibv_cq_ex* cq) {
   Cq& c = cq_of(cq);
-  const int n = link().poll_cq(cq->handle, std::span<core::Wc>(&c.current, 1));
+  const int n = link(cq->context).poll_cq(cq->handle, std::span<core::Wc>(&c.current, 1));
   if (n < 0) return -n;
   if (n == 0) return ENOENT;
   cq->wr_id = c.current.wr_id;
@@ -80,7 +80,7 @@ Cq* create(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* ch
     errno = ENOMEM;
     return nullptr;
   }
-  const auto handle = link().create_cq(static_cast<std::uint32_t>(cqe));
+  const auto handle = link(context).create_cq(static_cast<std::uint32_t>(cqe));
   if (!handle) {
     delete c;
     errno = handle.error();  // EINVAL beyond max_cqe
@@ -136,7 +136,7 @@ int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   int total = 0;
   while (total < num_entries) {
     const std::size_t want = std::min<std::size_t>(batch.size(), static_cast<std::size_t>(num_entries - total));
-    const int n = link().poll_cq(cq->handle, std::span<core::Wc>(batch.data(), want));
+    const int n = link(cq->context).poll_cq(cq->handle, std::span<core::Wc>(batch.data(), want));
     if (n < 0) return total > 0 ? total : n;
     for (int i = 0; i < n; ++i) wc[total + i] = to_ibv(batch[static_cast<std::size_t>(i)]);
     total += n;
@@ -145,7 +145,9 @@ int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   return total;
 }
 
-int req_notify_cq_op(ibv_cq* cq, int solicited_only) { return link().req_notify_cq(cq->handle, solicited_only != 0); }
+int req_notify_cq_op(ibv_cq* cq, int solicited_only) {
+  return link(cq->context).req_notify_cq(cq->handle, solicited_only != 0);
+}
 
 }  // namespace softrdma::shim
 
@@ -165,7 +167,7 @@ SRDMA_LATEST_1_1(ibv_resize_cq)
 int srdma_default_ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (cq == nullptr || cqe <= 0) return EINVAL;
   // EINVAL when more completions wait than the new size holds (ibv_resize_cq(3)).
-  const int err = link().resize_cq(cq->handle, static_cast<std::uint32_t>(cqe));
+  const int err = link(cq->context).resize_cq(cq->handle, static_cast<std::uint32_t>(cqe));
   if (err == 0) cq->cqe = cqe;
   return err;
 }
@@ -173,7 +175,7 @@ int srdma_default_ibv_resize_cq(ibv_cq* cq, int cqe) {
 SRDMA_LATEST_1_1(ibv_destroy_cq)
 int srdma_default_ibv_destroy_cq(ibv_cq* cq) {
   if (cq == nullptr) return EINVAL;
-  const int err = link().destroy_cq(cq->handle);
+  const int err = link(cq->context).destroy_cq(cq->handle);
   if (err != 0) return err;  // EBUSY while a QP or SRQ uses it
   untrack(cq);               // after this no event delivery can be using the pointer
   if (cq->channel != nullptr) hold_channel(cq->channel, -1);

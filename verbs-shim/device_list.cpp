@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/host_link.hpp"
@@ -15,14 +16,16 @@ namespace {
 
 // ibdev_path is what ibv_devinfo hands to ibv_read_sysfs_file (verbs-abi.md §8.12); sysfs.cpp
 // serves that directory from memory, so no real /sys/class/infiniband is needed.
-ibv_device make_device() {
+ibv_device make_device(Transport transport) {
   ibv_device dev{};
-  dev.node_type = IBV_NODE_CA;
-  dev.transport_type = IBV_TRANSPORT_IB;  // RoCE reports the IB transport
-  std::snprintf(dev.name, sizeof dev.name, "%s", kDeviceName);
-  std::snprintf(dev.dev_name, sizeof dev.dev_name, "uverbs_%s", kDeviceName);
+  const bool iwarp = transport == Transport::iwarp;
+  dev.node_type = iwarp ? IBV_NODE_RNIC : IBV_NODE_CA;
+  dev.transport_type = iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;  // RoCE reports the IB transport
+  const char* name = iwarp ? kIwarpDeviceName : kDeviceName;
+  std::snprintf(dev.name, sizeof dev.name, "%s", name);
+  std::snprintf(dev.dev_name, sizeof dev.dev_name, "uverbs_%s", name);
   std::snprintf(dev.dev_path, sizeof dev.dev_path, "/sys/class/infiniband_verbs/%s", dev.dev_name);
-  std::snprintf(dev.ibdev_path, sizeof dev.ibdev_path, "/sys/class/infiniband/%s", kDeviceName);
+  std::snprintf(dev.ibdev_path, sizeof dev.ibdev_path, "/sys/class/infiniband/%s", name);
   return dev;
 }
 
@@ -39,8 +42,21 @@ ibv_device* the_device() {
     [[maybe_unused]] static const bool told = report_unusable_address();
     return nullptr;
   }
-  static ibv_device device = make_device();
+  static ibv_device device = make_device(Transport::roce);
   return &device;
+}
+
+ibv_device* the_iwarp_device() {
+  if (iwarp_device() == nullptr) return nullptr;
+  static ibv_device device = make_device(Transport::iwarp);
+  return &device;
+}
+
+const BoundDevice* bound_of(ibv_device* device) {
+  if (device == nullptr) return nullptr;
+  if (device == the_device()) return &bound_device();
+  if (device == the_iwarp_device()) return iwarp_device();
+  return nullptr;
 }
 
 }  // namespace softrdma::shim
@@ -53,15 +69,18 @@ ibv_device** srdma_default_ibv_get_device_list(int* num_devices) {
   if (num_devices != nullptr) *num_devices = 0;
   // A device that cannot start (the reason is on stderr) is absent, as an RNIC whose driver
   // failed would be: an empty list, not an error.
-  ibv_device* dev = the_device();
+  ibv_device* const devices[] = {the_device(), the_device() != nullptr ? the_iwarp_device() : nullptr};
   // A fresh NULL-terminated array per call, freed by ibv_free_device_list.
-  auto** list = static_cast<ibv_device**>(std::calloc(2, sizeof(ibv_device*)));
+  auto** list = static_cast<ibv_device**>(std::calloc(std::size(devices) + 1, sizeof(ibv_device*)));
   if (list == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
-  list[0] = dev;
-  if (num_devices != nullptr) *num_devices = dev != nullptr ? 1 : 0;
+  int n = 0;
+  for (ibv_device* dev : devices) {
+    if (dev != nullptr) list[n++] = dev;
+  }
+  if (num_devices != nullptr) *num_devices = n;
   return list;
 }
 
@@ -73,14 +92,16 @@ const char* srdma_default_ibv_get_device_name(ibv_device* device) { return devic
 
 SRDMA_DEFAULT_VERSION(ibv_get_device_guid, "IBVERBS_1.1")
 __be64 srdma_default_ibv_get_device_guid(ibv_device* device) {
-  const DeviceIdentity* id = device == the_device() ? device_identity() : nullptr;
-  if (id == nullptr) return 0;
+  const BoundDevice* bound = bound_of(device);
+  if (bound == nullptr) return 0;
   __be64 guid;
-  std::memcpy(&guid, id->guid.data(), sizeof guid);  // already big-endian bytes
+  std::memcpy(&guid, bound->identity.guid.data(), sizeof guid);  // already big-endian bytes
   return guid;
 }
 
 // The kernel's ibdev index in rdma-core; librdmacm and pyverbs record it. -1 means unknown.
 SRDMA_EXPORT int ibv_get_device_index(ibv_device* device) {
-  return device != nullptr && device == the_device() ? kDeviceIndex : -1;
+  const BoundDevice* bound = bound_of(device);
+  if (bound == nullptr) return -1;
+  return bound->identity.transport == Transport::iwarp ? kIwarpDeviceIndex : kDeviceIndex;
 }

@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,12 +14,11 @@
 #include "emulator/host/daemon_client.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_link.hpp"
+#include "emulator/host/iwarp_link.hpp"
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/process_stats.hpp"
 
 namespace softrdma::shim {
-
-namespace {
 
 // The engine names objects by handle; events are routed to the ibv_* objects that wrap them.
 struct Routes {
@@ -29,12 +29,11 @@ struct Routes {
   std::unordered_map<std::uint32_t, ibv_srq*> srqs;
 };
 
-Routes* the_routes = new Routes;  // outlives static destructors, like the host
+namespace {
 
-Routes& routes() { return *the_routes; }
+Routes& routes_of(ibv_context* ctx) { return *context_of(ctx).bound->routes; }
 
-void on_cq_event(std::uint32_t cq_handle) {
-  Routes& r = routes();
+void on_cq_event(Routes& r, std::uint32_t cq_handle) {
   std::lock_guard lock(r.mutex);
   auto it = r.cqs.find(cq_handle);
   if (it != r.cqs.end() && it->second->channel != nullptr) notify_channel(it->second->channel, it->second);
@@ -69,8 +68,7 @@ bool to_ibv(Routes& r, const core::AsyncEvent& e, ibv_async_event& out, ibv_cont
   }
 }
 
-void on_async_event(const core::AsyncEvent& e) {
-  Routes& r = routes();
+void on_async_event(Routes& r, const core::AsyncEvent& e) {
   std::lock_guard lock(r.mutex);
   if (e.type == core::AsyncEventType::device_fatal) {
     // The daemon is going or gone: every context hears it, and every completion channel wakes,
@@ -91,14 +89,23 @@ void on_async_event(const core::AsyncEvent& e) {
 }
 
 // The device's identity is that of the address it holds, which the host reports as text.
-bool identify(BoundDevice& bound) {
+bool identify(BoundDevice& bound, Transport transport) {
   const std::optional<IpAddress> address = parse_address(bound.link->address());
   if (!address) {
     bound.error = "the device bound " + bound.link->address() + ", which is not an IP address";
     return false;
   }
-  bound.identity = make_identity(*address, find_interface(*address));
+  const std::optional<Interface> iface = find_interface(*address);
+  bound.identity =
+      transport == Transport::iwarp ? make_iwarp_identity(*address, iface) : make_identity(*address, iface);
   return true;
+}
+
+// Events go to the device's own routes, which live as long as the device.
+void route_events(BoundDevice& bound) {
+  Routes* r = bound.routes = new Routes;
+  bound.link->set_event_handlers([r](std::uint32_t cq) { on_cq_event(*r, cq); },
+                                 [r](const core::AsyncEvent& e) { on_async_event(*r, e); });
 }
 
 // Daemon mode: the engine is softrdmad's. The daemon reaches this process's registered memory
@@ -112,11 +119,11 @@ BoundDevice attach_daemon(const std::string& socket) {
   }
   ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(connected.client->daemon_pid()), 0, 0, 0);  // EINVAL without Yama
   bound.link = connected.client.release();  // never freed: see host_link.hpp
-  if (!identify(bound)) {
+  if (!identify(bound, Transport::roce)) {
     bound.link = nullptr;
     return bound;
   }
-  bound.link->set_event_handlers(on_cq_event, on_async_event);
+  route_events(bound);
   return bound;
 }
 
@@ -129,10 +136,11 @@ Preference* the_preference = new Preference;
 
 Preference& preference() { return *the_preference; }
 
-// The process's device, started on first use under `mutex`; every verb reads `device`.
+// The process's devices, started on first use under `mutex`; every verb reads them.
 struct Started {
   std::mutex mutex;
   std::atomic<const BoundDevice*> device{nullptr};
+  std::atomic<const BoundDevice*> iwarp{nullptr};  // tried once: null link when it failed
 };
 Started* the_started = new Started;
 
@@ -183,26 +191,51 @@ BoundDevice start() {
   }
   bound.host = started.host.release();  // never freed: see host_link.hpp
   bound.link = new host::EmbeddedLink(*bound.host);
-  if (!identify(bound)) {
+  if (!identify(bound, Transport::roce)) {
     bound.link = nullptr;
     return bound;
   }
-  bound.link->set_event_handlers(on_cq_event, on_async_event);
+  route_events(bound);
   set_exit_snapshot_host(bound.host);
   serve_stats(*bound.host);
   return bound;
 }
 
+// SOFTRDMA_IWARP=1: srdmaiw0 beside srdma0, embedded, on its address.
+BoundDevice start_iwarp(const BoundDevice& roce) {
+  BoundDevice bound;
+  const char* wanted = std::getenv("SOFTRDMA_IWARP");
+  if (wanted == nullptr || std::strcmp(wanted, "1") != 0) return bound;
+  if (roce.host == nullptr) {
+    bound.error = "the iWARP device runs only in embedded mode (SOFTRDMA_DAEMON is set)";
+    return bound;
+  }
+  host::IwarpHostConfig config;
+  config.ip = roce.link->address();
+  host::IwarpHostStart started = host::IwarpHost::start(std::move(config));
+  if (!started.host) {
+    bound.error = started.error;
+    return bound;
+  }
+  bound.link = new host::IwarpLink(*started.host.release());  // never freed: see host_link.hpp
+  if (!identify(bound, Transport::iwarp)) {
+    bound.link = nullptr;
+    return bound;
+  }
+  route_events(bound);
+  return bound;
+}
+
 template <class Map, class T>
-void add(Map map, std::uint32_t key, T* object) {
-  Routes& r = routes();
+void add(Map map, T* object, std::uint32_t key) {
+  Routes& r = routes_of(object->context);
   std::lock_guard lock(r.mutex);
   (r.*map)[key] = object;
 }
 
-template <class Map>
-void remove(Map map, std::uint32_t key) {
-  Routes& r = routes();
+template <class Map, class T>
+void remove(Map map, T* object, std::uint32_t key) {
+  Routes& r = routes_of(object->context);
   std::lock_guard lock(r.mutex);
   (r.*map).erase(key);
 }
@@ -219,8 +252,23 @@ const BoundDevice& bound_device() {
   return *s.device.load(std::memory_order_relaxed);
 }
 
+const BoundDevice* iwarp_device() {
+  const BoundDevice& roce = bound_device();
+  Started& s = *the_started;
+  const BoundDevice* started = s.iwarp.load(std::memory_order_acquire);
+  if (started == nullptr) {
+    std::lock_guard lock(s.mutex);
+    started = s.iwarp.load(std::memory_order_relaxed);
+    if (started == nullptr) {
+      started = new BoundDevice(roce.link != nullptr ? start_iwarp(roce) : BoundDevice{});
+      if (!started->error.empty()) std::fprintf(stderr, "softrdma: no iWARP device: %s\n", started->error.c_str());
+      s.iwarp.store(started, std::memory_order_release);  // never freed: see host_link.hpp
+    }
+  }
+  return started->link != nullptr ? started : nullptr;
+}
+
 void forget_device_after_fork() noexcept {
-  the_routes = new Routes;
   the_preference = new Preference;
   the_started = new Started;
 }
@@ -230,7 +278,7 @@ const DeviceIdentity* device_identity() {
   return b.link != nullptr ? &b.identity : nullptr;
 }
 
-host::DeviceLink& link() { return *bound_device().link; }
+host::DeviceLink& link(ibv_context* ctx) { return *context_of(ctx).bound->link; }
 
 void prefer_address(const std::string& ip) {
   std::lock_guard lock(preference().mutex);
@@ -238,21 +286,21 @@ void prefer_address(const std::string& ip) {
 }
 
 void track(ibv_context* ctx) {
-  Routes& r = routes();
+  Routes& r = routes_of(ctx);
   std::lock_guard lock(r.mutex);
   r.contexts.insert(ctx);
 }
 void untrack(ibv_context* ctx) {
-  Routes& r = routes();
+  Routes& r = routes_of(ctx);
   std::lock_guard lock(r.mutex);
   r.contexts.erase(ctx);
 }
 
-void track(ibv_cq* cq) { add(&Routes::cqs, cq->handle, cq); }
-void track(ibv_qp* qp) { add(&Routes::qps, qp->qp_num, qp); }
-void track(ibv_srq* srq) { add(&Routes::srqs, srq->handle, srq); }
-void untrack(ibv_cq* cq) { remove(&Routes::cqs, cq->handle); }
-void untrack(ibv_qp* qp) { remove(&Routes::qps, qp->qp_num); }
-void untrack(ibv_srq* srq) { remove(&Routes::srqs, srq->handle); }
+void track(ibv_cq* cq) { add(&Routes::cqs, cq, cq->handle); }
+void track(ibv_qp* qp) { add(&Routes::qps, qp, qp->qp_num); }
+void track(ibv_srq* srq) { add(&Routes::srqs, srq, srq->handle); }
+void untrack(ibv_cq* cq) { remove(&Routes::cqs, cq, cq->handle); }
+void untrack(ibv_qp* qp) { remove(&Routes::qps, qp, qp->qp_num); }
+void untrack(ibv_srq* srq) { remove(&Routes::srqs, srq, srq->handle); }
 
 }  // namespace softrdma::shim

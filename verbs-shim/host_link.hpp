@@ -1,4 +1,4 @@
-// The process's one device, and how its events reach the application's objects.
+// The process's devices, and how their events reach the application's objects.
 //
 // Two modes. Embedded (the default): the host (emulator/host/) runs the transport engine in
 // this process. Daemon (SOFTRDMA_DAEMON=SOCKET): softrdmad runs it, and every verb is a request
@@ -22,15 +22,22 @@
 
 namespace softrdma::shim {
 
+struct Routes;  // host_link.cpp's: which ibv_* object each of the engine's handles names
+
 struct BoundDevice {
   host::DeviceLink* link = nullptr;    // null when the device could not start
   host::EmbeddedHost* host = nullptr;  // in embedded mode: the host behind `link`
   DeviceIdentity identity;
-  std::string error;  // then: one line saying why
+  std::string error;         // then: one line saying why
+  Routes* routes = nullptr;  // each engine has its own handles, so each device its own routes
 };
 
-// Started once (thread-safe), and once more in a forked child.
+// srdma0, the RoCE device: started once (thread-safe), and once more in a forked child.
 const BoundDevice& bound_device();
+// srdmaiw0, the iWARP device, on srdma0's address: started once, after srdma0, in embedded mode
+// when SOFTRDMA_IWARP=1 asks for it (the device is not yet reachable through rdma_cm, the only
+// way to connect it). Null otherwise, or when it could not start (said once on stderr).
+const BoundDevice* iwarp_device();
 // In a forked child: the parent's device runs in the parent (its threads are not the
 // child's), or is the parent's daemon connection, so the child starts or attaches its own on
 // first use. The parent's objects are left, never freed: their locks may have been held.
@@ -39,9 +46,9 @@ void forget_device_after_fork() noexcept;
 // chooses none (rdma_bind_addr in embedded mode: the address decides which device serves).
 void prefer_address(const std::string& ip);
 
-// The device behind every object of a context (bound_device().link; never null once a context
-// exists, because ibv_open_device needs the device).
-host::DeviceLink& link();
+// The device behind every object of a context (never null once a context exists, because
+// ibv_open_device needs the device).
+host::DeviceLink& link(ibv_context* ctx);
 
 // Where the engine's events go: completion-channel notifications to the CQ's channel, async
 // events to the async fd of the object's context. Objects register when created and leave

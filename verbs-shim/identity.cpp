@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "emulator/core/node_guid.hpp"
@@ -76,6 +77,30 @@ DeviceIdentity make_identity(const IpAddress& address, std::optional<Interface> 
   id.active_mtu_bytes = ib_mtu_bytes_for(iface ? iface->mtu : 0, address.is_v4());
   id.ifindex = iface ? iface->index : 0;
   return id;
+}
+
+DeviceIdentity make_iwarp_identity(const IpAddress& address, std::optional<Interface> iface) {
+  DeviceIdentity id = make_identity(address, iface);
+  id.transport = Transport::iwarp;
+  id.guid = node_guid(address);
+  id.guid[0] |= 0x04;  // another locally administered MAC than the RoCE device's
+  const std::array<std::uint8_t, 6> mac = {id.guid[0], id.guid[1], id.guid[2], id.guid[5], id.guid[6], id.guid[7]};
+  id.gids = {};
+  std::copy(mac.begin(), mac.end(), id.gids[0].begin());
+  // siw's active MTU is the interface's, as an IB MTU (1500 gives 1024, loopback 4096).
+  const unsigned ip_mtu = iface ? iface->mtu : 0;
+  id.active_mtu_bytes = 1024;
+  for (unsigned mtu = 4096; mtu > 1024; mtu /= 2) {
+    if (ip_mtu >= mtu) {
+      id.active_mtu_bytes = mtu;
+      break;
+    }
+  }
+  return id;
+}
+
+const char* name_of(const DeviceIdentity& id) {
+  return id.transport == Transport::iwarp ? kIwarpDeviceName : kDeviceName;
 }
 
 }  // namespace softrdma::shim

@@ -13,6 +13,8 @@ namespace softrdma::shim {
 
 inline constexpr const char* kDeviceName = "srdma0";
 inline constexpr int kDeviceIndex = 0;
+inline constexpr const char* kIwarpDeviceName = "srdmaiw0";
+inline constexpr int kIwarpDeviceIndex = 1;
 inline constexpr int kGidTableLength = 16;  // DeviceLimits::gid_table_len in emulator/core
 
 using Gid = std::array<std::uint8_t, 16>;
@@ -43,7 +45,10 @@ std::optional<Interface> find_interface(const IpAddress& address);  // among thi
 // gives 1024.
 unsigned ib_mtu_bytes_for(unsigned ip_mtu, bool ipv4);
 
+enum class Transport : std::uint8_t { roce, iwarp };
+
 struct DeviceIdentity {
+  Transport transport = Transport::roce;
   IpAddress address;
   Guid guid{};
   std::array<Gid, kGidTableLength> gids{};  // all-zero entries are empty
@@ -55,6 +60,12 @@ struct DeviceIdentity {
 // holds exactly the bound address, at index 0: the device has one socket on one address, and
 // a GID it could not receive on would only mislead.
 DeviceIdentity make_identity(const IpAddress& address, std::optional<Interface> iface);
+// The iWARP device on the same address, identified as Linux siw identifies itself: by a MAC,
+// whose EUI-64 is the node GUID and which, zero-padded, is GID 0 (iWARP addresses by IP, not
+// GID). The MAC is the RoCE device's with the 0x04 bit of its first octet set (06:00:7f:00:00:01
+// for 127.0.0.1), so the two devices' GUIDs differ, as rdma_cm tells devices apart by GUID.
+DeviceIdentity make_iwarp_identity(const IpAddress& address, std::optional<Interface> iface);
+const char* name_of(const DeviceIdentity& id);  // srdma0 or srdmaiw0
 
 // The identity of this process's device, or null when it has none (host_link.hpp).
 const DeviceIdentity* device_identity();

@@ -31,11 +31,11 @@ int reported(int err, const char* verb) {
 SRDMA_DEFAULT_VERSION(ibv_attach_mcast, "IBVERBS_1.1")
 int srdma_default_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t) {
   if (qp == nullptr || gid == nullptr) return EINVAL;
-  return reported(link().attach_mcast(qp->qp_num, gid_of(*gid)), "ibv_attach_mcast");
+  return reported(link(qp->context).attach_mcast(qp->qp_num, gid_of(*gid)), "ibv_attach_mcast");
 }
 
 SRDMA_DEFAULT_VERSION(ibv_detach_mcast, "IBVERBS_1.1")
 int srdma_default_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t) {
   if (qp == nullptr || gid == nullptr) return EINVAL;
-  return reported(link().detach_mcast(qp->qp_num, gid_of(*gid)), "ibv_detach_mcast");
+  return reported(link(qp->context).detach_mcast(qp->qp_num, gid_of(*gid)), "ibv_detach_mcast");
 }

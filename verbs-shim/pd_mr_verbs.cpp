@@ -36,7 +36,8 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t io
     errno = ENOMEM;
     return nullptr;
   }
-  const auto keys = link().reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
+  const auto keys =
+      link(pd->context).reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
   if (!keys) {
     delete mr;
     errno = keys.error();
@@ -72,7 +73,7 @@ ibv_pd* srdma_default_ibv_alloc_pd(ibv_context* context) {
     errno = ENOMEM;
     return nullptr;
   }
-  const auto handle = link().alloc_pd();
+  const auto handle = link(context).alloc_pd();
   if (!handle) {
     delete pd;
     errno = handle.error();
@@ -89,7 +90,7 @@ int srdma_default_ibv_dealloc_pd(ibv_pd* pd) {
   Pd& p = pd_of(pd);
   if (p.parent_of == nullptr) {
     // EBUSY while an MR, MW, AH, SRQ or QP still uses it, as the kernel refuses.
-    const int err = link().dealloc_pd(pd->handle);
+    const int err = link(pd->context).dealloc_pd(pd->handle);
     if (err != 0) return set_errno(err);
   }
   delete &p;
@@ -160,7 +161,7 @@ SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std
     }
     change.access = acc;
   }
-  const int err = link().rereg_mr(mr->lkey, change);
+  const int err = link(mr->context).rereg_mr(mr->lkey, change);
   if (err != 0) {
     errno = err;
     return IBV_REREG_MR_ERR_INPUT;
@@ -176,7 +177,7 @@ SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std
 SRDMA_LATEST_1_1(ibv_dereg_mr)
 int srdma_default_ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return set_errno(EINVAL);
-  const int err = link().dereg_mr(mr->lkey);
+  const int err = link(mr->context).dereg_mr(mr->lkey);
   if (err != 0) return set_errno(err);
   delete mr;
   return 0;
@@ -195,7 +196,7 @@ ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type) {
     errno = ENOMEM;
     return nullptr;
   }
-  const auto rkey = link().alloc_mw(pd_handle(pd), type);
+  const auto rkey = link(pd->context).alloc_mw(pd_handle(pd), type);
   if (!rkey) {
     delete mw;
     errno = rkey.error();
@@ -214,15 +215,16 @@ int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
   const ibv_mw_bind_info& info = bind->bind_info;
   const bool signaled = (bind->send_flags & IBV_SEND_SIGNALED) || qp_of(qp).sq_sig_all;
   const auto rkey =
-      link().bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr, info.length,
-                     info.mw_access_flags, signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
+      link(qp->context)
+          .bind_mw(qp->qp_num, mw->rkey, info.mr != nullptr ? info.mr->lkey : 0, info.addr, info.length,
+                   info.mw_access_flags, signaled ? std::optional<std::uint64_t>(bind->wr_id) : std::nullopt);
   if (!rkey) return set_errno(rkey.error());
   mw->rkey = *rkey;
   return 0;
 }
 
 int dealloc_mw_op(ibv_mw* mw) {
-  const int err = link().dealloc_mw(mw->rkey);
+  const int err = link(mw->context).dealloc_mw(mw->rkey);
   if (err != 0) return set_errno(err);
   delete mw;
   return 0;

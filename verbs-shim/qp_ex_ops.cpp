@@ -139,7 +139,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   int err = q.batch_error;
   if (err == 0) {
     std::size_t posted = 0;
-    err = link().post_send(q.ex.qp_base.qp_num, q.batch, posted);
+    err = link(q.ex.qp_base.context).post_send(q.ex.qp_base.qp_num, q.batch, posted);
   }
   wr_start(qpx);
   return err;

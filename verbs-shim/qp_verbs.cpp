@@ -56,7 +56,7 @@ Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
   init.srq = attr.srq != nullptr ? attr.srq->handle : 0;
   init.cap = to_core(attr.cap);
   init.sq_sig_all = attr.sq_sig_all != 0;
-  const auto created = link().create_qp(init);
+  const auto created = link(context).create_qp(init);
   if (!created) {
     delete q;
     errno = created.error();
@@ -110,7 +110,7 @@ int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   }
   std::size_t posted = 0;
   if (n > 0) {
-    const int post_err = link().post_send(qp->qp_num, std::span<const core::SendWr>(wrs.data(), n), posted);
+    const int post_err = link(qp->context).post_send(qp->qp_num, std::span<const core::SendWr>(wrs.data(), n), posted);
     if (post_err != 0) err = post_err;
   }
   if (err != 0) {
@@ -123,7 +123,7 @@ int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 
 int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return post_recv_chain(wr, bad_wr, [&](std::span<const core::RecvWr> wrs, std::size_t& posted) {
-    return link().post_recv(qp->qp_num, wrs, posted);
+    return link(qp->context).post_recv(qp->qp_num, wrs, posted);
   });
 }
 
@@ -164,7 +164,7 @@ int srdma_default_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
   // the kernel refuses such an AV on RoCE ports with EINVAL too).
   if ((mask & IBV_QP_AV) && !attr->ah_attr.is_global) return EINVAL;
   const core::QpAttr a = to_core(*attr);
-  const int err = link().modify_qp(qp->qp_num, a, mask);
+  const int err = link(qp->context).modify_qp(qp->qp_num, a, mask);
   if (err == 0 && (mask & IBV_QP_STATE)) qp->state = attr->qp_state;
   return err;
 }
@@ -174,7 +174,7 @@ int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_a
   if (qp == nullptr || attr == nullptr || init_attr == nullptr) return EINVAL;
   core::QpAttr a;
   core::QpInitAttr init;
-  const int err = link().query_qp(qp->qp_num, a, init);
+  const int err = link(qp->context).query_qp(qp->qp_num, a, init);
   if (err != 0) return err;
   *attr = to_ibv(a);
   attr->cap = to_ibv(init.cap);
@@ -193,7 +193,7 @@ int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_a
 SRDMA_LATEST_1_1(ibv_destroy_qp)
 int srdma_default_ibv_destroy_qp(ibv_qp* qp) {
   if (qp == nullptr) return EINVAL;
-  const int err = link().destroy_qp(qp->qp_num);
+  const int err = link(qp->context).destroy_qp(qp->qp_num);
   if (err != 0) return err;
   untrack(qp);
   delete &qp_of(qp);

@@ -18,11 +18,19 @@ bool valid_port(std::uint32_t port_num) { return port_num == kPortNum; }
 
 // The table entry, or null for an index outside the table; an all-zero GID is an empty slot.
 const Gid* gid_at(const DeviceIdentity& id, std::uint64_t index) {
-  return index < id.gids.size() ? &id.gids[index] : nullptr;
+  return index < static_cast<std::uint64_t>(port_attr(id).gid_tbl_len) ? &id.gids[index] : nullptr;
 }
+
+bool is_iwarp(const DeviceIdentity& id) { return id.transport == Transport::iwarp; }
 
 bool is_empty(const Gid& gid) {
   return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
+}
+
+// An entry of the port's table that holds a GID.
+bool in_use(const DeviceIdentity& id, std::uint32_t index) {
+  const Gid* g = gid_at(id, index);
+  return g != nullptr && !is_empty(*g);
 }
 
 ibv_gid_entry gid_entry(const DeviceIdentity& id, std::uint32_t index) {
@@ -30,7 +38,8 @@ ibv_gid_entry gid_entry(const DeviceIdentity& id, std::uint32_t index) {
   std::memcpy(e.gid.raw, id.gids[index].data(), sizeof e.gid.raw);
   e.gid_index = index;
   e.port_num = kPortNum;
-  e.gid_type = IBV_GID_TYPE_ROCE_V2;  // every softrdma GID is an IP address: RoCEv2
+  // Every RoCE GID is an IP address: RoCEv2. The kernel types an iWARP device's GID as IB's.
+  e.gid_type = is_iwarp(id) ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
   e.ndev_ifindex = static_cast<std::uint32_t>(id.ifindex);
   return e;
 }
@@ -56,7 +65,7 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input,
   if (ctx == nullptr || attr == nullptr) return EINVAL;
   if (input != nullptr && input->comp_mask != 0) return EINVAL;  // no input fields defined yet
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;        // orig_attr must fit
-  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx), link().multicast_limits()));
+  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx), link(ctx).multicast_limits()));
   return 0;
 }
 
@@ -67,7 +76,7 @@ using namespace softrdma::shim;
 SRDMA_DEFAULT_VERSION(ibv_query_device, "IBVERBS_1.1")
 int srdma_default_ibv_query_device(ibv_context* context, ibv_device_attr* out) {
   if (context == nullptr || out == nullptr) return EINVAL;
-  *out = device_attr(identity_of(context), link().multicast_limits());
+  *out = device_attr(identity_of(context), link(context).multicast_limits());
   return 0;
 }
 
@@ -117,12 +126,12 @@ SRDMA_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* e
   if (context == nullptr || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   const DeviceIdentity& id = identity_of(context);
   std::size_t populated = 0;
-  for (const Gid& g : id.gids) populated += is_empty(g) ? 0 : 1;
+  for (std::uint32_t i = 0; i < id.gids.size(); ++i) populated += in_use(id, i) ? 1 : 0;
   if (max_entries < populated || (populated != 0 && entries == nullptr)) return -EINVAL;
   auto* out = reinterpret_cast<unsigned char*>(entries);
   std::size_t written = 0;
   for (std::uint32_t i = 0; i < id.gids.size(); ++i) {
-    if (is_empty(id.gids[i])) continue;
+    if (!in_use(id, i)) continue;
     copy_out(out + written * entry_size, entry_size, gid_entry(id, i));
     ++written;
   }
@@ -138,7 +147,7 @@ SRDMA_EXPORT int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num,
     errno = EINVAL;
     return -1;
   }
-  *type = IBV_GID_TYPE_SYSFS_ROCE_V2;
+  *type = is_iwarp(identity_of(context)) ? IBV_GID_TYPE_SYSFS_IB_ROCE_V1 : IBV_GID_TYPE_SYSFS_ROCE_V2;
   return 0;
 }
 

@@ -12,7 +12,7 @@ namespace softrdma::shim {
 
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return post_recv_chain(wr, bad_wr, [&](std::span<const core::RecvWr> wrs, std::size_t& posted) {
-    return link().post_srq_recv(srq->handle, wrs, posted);
+    return link(srq->context).post_srq_recv(srq->handle, wrs, posted);
   });
 }
 
@@ -70,7 +70,8 @@ ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     errno = ENOMEM;
     return nullptr;
   }
-  const auto handle = link().create_srq(pd_handle(pd), attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
+  const auto handle =
+      link(pd->context).create_srq(pd_handle(pd), attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
   if (!handle) {
     delete srq;
     errno = handle.error();
@@ -89,19 +90,20 @@ ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 SRDMA_LATEST_1_1(ibv_modify_srq)
 int srdma_default_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
   if (srq == nullptr || attr == nullptr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
-  return link().modify_srq(srq->handle, attr->max_wr, attr->srq_limit, mask & IBV_SRQ_MAX_WR, mask & IBV_SRQ_LIMIT);
+  return link(srq->context)
+      .modify_srq(srq->handle, attr->max_wr, attr->srq_limit, mask & IBV_SRQ_MAX_WR, mask & IBV_SRQ_LIMIT);
 }
 
 SRDMA_LATEST_1_1(ibv_query_srq)
 int srdma_default_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
   if (srq == nullptr || attr == nullptr) return EINVAL;
-  return link().query_srq(srq->handle, attr->max_wr, attr->max_sge, attr->srq_limit);
+  return link(srq->context).query_srq(srq->handle, attr->max_wr, attr->max_sge, attr->srq_limit);
 }
 
 SRDMA_LATEST_1_1(ibv_destroy_srq)
 int srdma_default_ibv_destroy_srq(ibv_srq* srq) {
   if (srq == nullptr) return EINVAL;
-  const int err = link().destroy_srq(srq->handle);
+  const int err = link(srq->context).destroy_srq(srq->handle);
   if (err != 0) return err;  // EBUSY while a QP uses it
   untrack(srq);
   delete srq;
@@ -121,7 +123,7 @@ ibv_ah* srdma_default_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     return nullptr;
   }
   const core::AddressVector av = to_core(*attr);
-  const auto handle = link().create_ah(pd_handle(pd), av);
+  const auto handle = link(pd->context).create_ah(pd_handle(pd), av);
   if (!handle) {
     delete ah;
     errno = handle.error();
@@ -136,7 +138,7 @@ ibv_ah* srdma_default_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 SRDMA_LATEST_1_1(ibv_destroy_ah)
 int srdma_default_ibv_destroy_ah(ibv_ah* ah) {
   if (ah == nullptr) return EINVAL;
-  const int err = link().destroy_ah(ah->handle);
+  const int err = link(ah->context).destroy_ah(ah->handle);
   if (err != 0) return err;
   delete ah;
   return 0;

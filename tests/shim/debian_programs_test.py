@@ -5,9 +5,10 @@ usage: debian_programs_test.py CHECK SOFTRDMA [ARGS...]
 
 Each CHECK is one ctest. A check whose Debian program is not installed exits 77 (ctest's
 SKIP_RETURN_CODE) after saying which package provides it. Every program runs with a timeout.
-The check fork takes softrdmad as its ARG for its daemon half; daemon_ports needs it. The checks ipv6 and netdev run inside ../host/in_netns.sh: a network namespace of their own
-whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2 (in_netns.sh exits 77
-where namespaces cannot be made).
+The checks fork and iwarp_device take softrdmad as their ARG for their daemon half;
+daemon_ports needs it. The checks ipv6 and netdev run inside ../host/in_netns.sh: a network
+namespace of their own whose lo holds 127.0.0.1, ::1, fd53:7264:6d61::1 and fd53:7264:6d61::2
+(in_netns.sh exits 77 where namespaces cannot be made).
 """
 
 import contextlib
@@ -178,6 +179,88 @@ def check_pyverbs(softrdma, shim_dir):
     for name in ("librdmacm.so", "libmlx5.so", "libefa.so"):
         check(libs.get(name, "[]") != "[]", f"{name} loaded against the shim", out)
     no_loader_noise(err, "pyverbs providers")
+    return finish()
+
+
+# The iWARP device's objects through pyverbs: what it has (PD, CQ, MR, an RC QP in INIT) and
+# what it refuses as siw does (UD QPs and AHs: EOPNOTSUPP; RTS without a connection: EINVAL).
+PYVERBS_IWARP = r"""
+import errno
+import pyverbs.enums as e
+from pyverbs.device import Context, get_device_list
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPCap, QPInitAttr, QPAttr
+from pyverbs.pyverbs_error import PyverbsRDMAError
+kinds = {d.name.decode(): (d.node_type, d.transport_type) for d in get_device_list()}
+print("kinds", kinds["srdma0"] == (e.IBV_NODE_CA, e.IBV_TRANSPORT_IB),
+      kinds["srdmaiw0"] == (e.IBV_NODE_RNIC, e.IBV_TRANSPORT_IWARP))
+ctx = Context(name="srdmaiw0")
+print("gid", ctx.query_gid(1, 0))
+pd = PD(ctx)
+cq = CQ(ctx, 16)
+mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+def make(kind):
+    return QP(pd, QPInitAttr(qp_type=kind, scq=cq, rcq=cq, cap=QPCap(4, 4, 1, 1)))
+qp = make(e.IBV_QPT_RC)
+attr = QPAttr(qp_state=e.IBV_QPS_INIT)
+attr.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+qp.modify(attr, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+print("rc", qp.qp_state == e.IBV_QPS_INIT)
+try:
+    make(e.IBV_QPT_UD)
+    print("ud created")
+except PyverbsRDMAError as x:
+    print("ud", x.error_code == errno.EOPNOTSUPP)
+"""
+
+
+def check_iwarp_device(softrdma, softrdmad):
+    need("/usr/bin/ibv_devices", "ibverbs-utils")
+    iwarp = clean_env(SOFTRDMA_IWARP="1")
+    rc, out, err = run([softrdma, "run", "--", "ibv_devices"], env=iwarp)
+    print(out + err)
+    check(rc == 0 and err == "", "SOFTRDMA_IWARP=1 ibv_devices exits 0, nothing on stderr", err)
+    check(re.search(r"^\s+srdma0\s+02007ffffe0000[0-9a-f]{2}\n\s+srdmaiw0\s+06007ffffe0000[0-9a-f]{2}$", out, re.M)
+          is not None, "ibv_devices lists srdma0, then srdmaiw0 with its own GUID", out)
+    rc, out, err = run([softrdma, "run", "--", "ibv_devices"])
+    check(rc == 0 and "srdmaiw0" not in out, "without SOFTRDMA_IWARP, no srdmaiw0", out + err)
+
+    need("/usr/bin/ibv_devinfo", "ibverbs-utils")
+    rc, out, err = run([softrdma, "run", "--", "ibv_devinfo", "-v", "-d", "srdmaiw0"], env=iwarp)
+    print(out + err)
+    check(rc == 0 and err == "", "ibv_devinfo -v -d srdmaiw0 exits 0, nothing on stderr", err)
+    for pattern, what in [
+        (r"^hca_id:\s+srdmaiw0$", "hca_id srdmaiw0"),
+        (r"^\s+transport:\s+iWARP \(1\)$", "transport: iWARP"),
+        (r"^\s+node_guid:\s+0600:7fff:fe00:00[0-9a-f]{2}$", "node_guid from its MAC 06:00:7f:00:00:N"),
+        (r"^\s+atomic_cap:\s+ATOMIC_NONE \(0\)$", "atomic_cap ATOMIC_NONE"),
+        (r"^\s+max_ah:\s+0$", "max_ah 0"),
+        (r"^\s+max_mcast_grp:\s+0$", "max_mcast_grp 0"),
+        (r"^\s+state:\s+PORT_ACTIVE \(4\)$", "PORT_ACTIVE"),
+        (r"^\s+link_layer:\s+Ethernet$", "link_layer: Ethernet"),
+        (r"^\s+gid_tbl_len:\s+1$", "gid_tbl_len 1"),
+    ]:
+        check(re.search(pattern, out, re.M) is not None, f"ibv_devinfo -v -d srdmaiw0 shows {what}")
+
+    rc, _, _ = run([PYTHON, "-c", "import pyverbs"])
+    if rc == 0:
+        rc, out, err = run([softrdma, "run", "--", PYTHON, "-c", PYVERBS_IWARP], env=iwarp)
+        print(out + err)
+        check(rc == 0, "pyverbs on srdmaiw0 exits 0", err)
+        check("kinds True True" in out, "node and transport types: CA/IB for srdma0, RNIC/iWARP for srdmaiw0", out)
+        check(re.search(r"^gid 0600:7f00:00[0-9a-f]{2}:0000:0000:0000:0000:0000$", out, re.M) is not None,
+              "GID 0 is the device's MAC, zero-padded, as siw's", out)
+        check("rc True" in out, "an RC QP reaches INIT", out)
+        check("ud True" in out, "a UD QP is refused with EOPNOTSUPP", out)
+
+    with daemon_on(softrdmad, "127.83.96.1") as sock:
+        rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devices"], env=iwarp)
+        check(rc == 0 and "srdma0" in out and "srdmaiw0" not in out and
+              err.strip() == "softrdma: no iWARP device: the iWARP device runs only in embedded mode "
+                             "(SOFTRDMA_DAEMON is set)",
+              "through softrdmad: srdma0 alone, and one line saying why", out + err)
     return finish()
 
 
@@ -559,6 +642,8 @@ def main(argv):
             return check_ibv_devices(softrdma)
         if name == "ibv_devinfo":
             return check_ibv_devinfo(softrdma)
+        if name == "iwarp_device":
+            return check_iwarp_device(softrdma, rest[0])
         if name == "pyverbs":
             return check_pyverbs(softrdma, rest[0])
         if name == "rdma_core_device_tests":
