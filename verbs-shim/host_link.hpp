@@ -35,8 +35,8 @@ struct BoundDevice {
 // srdma0, the RoCE device: started once (thread-safe), and once more in a forked child.
 const BoundDevice& bound_device();
 // srdmaiw0, the iWARP device, on srdma0's address: started once, after srdma0, in embedded mode
-// when SOFTRDMA_IWARP=1 asks for it (the device is not yet reachable through rdma_cm, the only
-// way to connect it). Null otherwise, or when it could not start (said once on stderr).
+// when SOFTRDMA_IWARP=1 (softrdma run --iwarp) asks for it; rdma_cm then connects through it
+// (private_device.hpp). Null otherwise, or when it could not start (said once on stderr).
 const BoundDevice* iwarp_device();
 // In a forked child: the parent's device runs in the parent (its threads are not the
 // child's), or is the parent's daemon connection, so the child starts or attaches its own on

@@ -6,10 +6,12 @@ extern "C" __attribute__((visibility("default"))) const softrdma::shim::PrivateD
     const char* preferred_ip) {
   using namespace softrdma::shim;
   if (preferred_ip != nullptr) prefer_address(preferred_ip);
-  const BoundDevice& bound = bound_device();
-  static const PrivateDevice device = [&bound] {
+  static const PrivateDevice device = [] {
+    const BoundDevice* iwarp = iwarp_device();
+    const BoundDevice& bound = iwarp != nullptr ? *iwarp : bound_device();
     PrivateDevice d;
     d.link = bound.link;
+    d.iwarp = iwarp != nullptr;
     if (bound.link != nullptr)
       d.address = bound.link->address().c_str();
     else

@@ -11,6 +11,7 @@ struct PrivateDevice {
   host::DeviceLink* link = nullptr;  // null when the device could not start
   const char* address = nullptr;     // the address it holds ("127.0.0.2"), with a link
   const char* error = nullptr;       // without one: one line saying why
+  bool iwarp = false;                // srdmaiw0: connections through its iWARP CM
 };
 
 }  // namespace softrdma::shim
@@ -18,6 +19,7 @@ struct PrivateDevice {
 extern "C" {
 // Starts the process's device, binding `preferred_ip` if the device has not started yet and
 // SOFTRDMA_IP / SOFTRDMA_NETDEV choose nothing (rdma_bind_addr to an address in embedded mode);
-// null: the usual choice. Returns the device, started or not, whatever it holds.
+// null: the usual choice. Returns the device, started or not, whatever it holds: srdma0, or
+// srdmaiw0 on its address while SOFTRDMA_IWARP=1 lists it (host_link.hpp).
 const softrdma::shim::PrivateDevice* softrdma_private_device(const char* preferred_ip);
 }

@@ -170,11 +170,11 @@ def cmtime(name, connections):
                 [r"^step\s+total ms\s+max ms\s+min us\s+us / conn$", *rows], persistent=True, timeout=90)
 
 
-def perftest(name, program, args, size, iters, server_row=True, **opts):
+def perftest(name, program, args, size, iters, server_row=True, device="srdma0", **opts):
     """perftest with -R: no socket exchange, the RDMA CM connects the QPs (and carries their
     parameters). The row: #bytes #iterations and three numbers."""
     row = [rf"^\s*{size}\s+{iters}\s+{NUM}\s+{NUM}\s+{NUM}"]
-    argv = [program, "-R", "-d", "srdma0", "-F", "-p", "{P}", *args, "-n", str(iters)]
+    argv = [program, "-R", "-d", device, "-F", "-p", "{P}", *args, "-n", str(iters)]
     return Case(name, argv, argv + ["{S}"], row if server_row else [], row, ready=r"Waiting for client to connect",
                 **opts)
 
@@ -200,6 +200,9 @@ def mckey(name, sender_args=(), netns=False):
 # say AF_INET): they have no veth6 variant.
 VETH_BOTH = ("veth.", "veth6.")
 VETH_IPV4 = ("veth.",)
+# Both sides on srdmaiw0 (softrdma run --iwarp), whose connections rdma_cm makes over TCP and
+# MPA; embedded only.
+IWARP = {"server_run": ["--iwarp"], "client_run": ["--iwarp"]}
 
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
 QPERF_MSG_RATE = rf"^\s+msg_rate\s+=\s+{NUM} [KM]?/sec$"
@@ -250,6 +253,20 @@ CASES = [
     qperf("qperf.rc_rdma_read_lat", "rc_rdma_read_lat", QPERF_LAT),
     qperf("qperf.rc_compare_swap_mr", "rc_compare_swap_mr", QPERF_MSG_RATE),
     qperf("qperf.ver_rc_fetch_add", "ver_rc_fetch_add", QPERF_MSG_RATE),
+    # The iWARP device: rping, perftest -R and qperf -cm1's RC tests but those that need RDMA
+    # Write with Immediate or atomics, which RDMAP (RFC 5040) does not have. rc_bw is left out:
+    # its server now and then takes the flush of its receives at the client's close (iWARP's
+    # close moves the QP to ERR, as siw's does) for a failure.
+    rping("iwarp.rping", [], **IWARP),
+    rping("iwarp.rping.validate", ["-V"], **IWARP),
+    rping("iwarp.rping.size_4096", ["-V"], size=4096, **IWARP),
+    perftest("iwarp.ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),
+    qperf("iwarp.qperf.rc_lat", "rc_lat", QPERF_LAT, **IWARP),
+    qperf("iwarp.qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW, **IWARP),
     # mckey: UD multicast through rdma_join_multicast_ex; -o joins the sender to send only.
     mckey("mckey"),
     mckey("mckey.send_only", ["-o"]),

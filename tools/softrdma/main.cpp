@@ -18,7 +18,7 @@ constexpr const char* kUsage =
     "\n"
     "Commands:\n"
     "  run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso]\n"
-    "      -- PROGRAM [ARGS]\n"
+    "      [--iwarp] -- PROGRAM [ARGS]\n"
     "                 run an unmodified RDMA program (ibv_devinfo, perftest, pyverbs...) on softrdma\n"
     "  devices        show softrdma's RDMA devices as programs see them, and their addresses\n"
     "  stats [--json] [--watch [SECONDS]] [--pid PID]\n"

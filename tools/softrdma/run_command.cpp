@@ -22,8 +22,8 @@ namespace softrdma::run {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] [--] "
-    "PROGRAM [ARGS...]\n"
+    "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] "
+    "[--iwarp] [--] PROGRAM [ARGS...]\n"
     "       softrdma run --daemon[=SOCKET] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs or librdmacm (ibv_devinfo,\n"
@@ -60,6 +60,10 @@ constexpr const char* kUsage =
     "                   that tcpdump on the interface sees one RoCE packet per frame. By default\n"
     "                   a message's packets leave as one UDP GSO datagram, which the kernel cuts\n"
     "                   into packets only where a device needs it (never on lo or a veth).\n"
+    "  --iwarp          also run srdmaiw0, an iWARP device on srdma0's address (MPA/DDP/RDMAP over\n"
+    "                   kernel TCP), and make rdma_cm connect through it (sets SOFTRDMA_IWARP=1).\n"
+    "                   RC QPs only; not with --daemon. --capture, --faults and --stats act on\n"
+    "                   srdma0 alone.\n"
     "  --daemon[=SOCKET]  use the device of the softrdmad listening on SOCKET (sets\n"
     "                   SOFTRDMA_DAEMON; default: softrdmad.sock in the runtime directory) instead\n"
     "                   of running one in PROGRAM: processes on one daemon share its device and\n"
@@ -75,6 +79,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_FAULTS   as --faults (empty: none)\n"
     "  SOFTRDMA_STATS_FILE  as --stats (empty: none)\n"
     "  SOFTRDMA_UDP_GSO  0 as --no-gso; 1 or unset: GSO\n"
+    "  SOFTRDMA_IWARP    1 as --iwarp\n"
     "  SOFTRDMA_DAEMON   as --daemon=SOCKET (empty: the device runs in PROGRAM)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
@@ -250,6 +255,7 @@ int run_main(int argc, char** argv) {
   const char* faults = nullptr;
   const char* stats = nullptr;
   bool no_gso = false;
+  bool iwarp = false;
   std::optional<std::string> daemon;
   int i = 1;
   for (; i < argc; ++i) {
@@ -277,6 +283,8 @@ int run_main(int argc, char** argv) {
       if (stats == nullptr || *stats == '\0') return fail(2, "--stats needs a file name (e.g. --stats counters.json)");
     } else if (a == "--no-gso") {
       no_gso = true;
+    } else if (a == "--iwarp") {
+      iwarp = true;
     } else if (read_daemon_flag(a, daemon, error)) {
       if (!error.empty()) return fail(2, error);
     } else if (a.starts_with("-")) {
@@ -287,17 +295,19 @@ int run_main(int argc, char** argv) {
   }
   if (i >= argc) {
     return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults "
-                   "SPEC] [--stats FILE] [--no-gso] [--] PROGRAM [ARGS...])");
+                   "SPEC] [--stats FILE] [--no-gso] [--iwarp] [--] PROGRAM [ARGS...])");
   }
   if (daemon && (flags.ip || flags.netdev || capture != nullptr || faults != nullptr || no_gso || stats != nullptr)) {
     return fail(2, "--daemon takes no device options: the address, capture, faults, GSO and stats are softrdmad's");
   }
+  if (daemon && iwarp) return fail(2, "--iwarp runs only in embedded mode: softrdmad serves srdma0 alone");
   if (daemon) export_setting(host::kDaemonVariable, daemon->c_str());
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
   if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
   if (faults != nullptr) export_setting("SOFTRDMA_FAULTS", faults);
   if (stats != nullptr) export_setting("SOFTRDMA_STATS_FILE", stats);
   if (no_gso) export_setting("SOFTRDMA_UDP_GSO", "0");
+  if (iwarp) export_setting("SOFTRDMA_IWARP", "1");
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {

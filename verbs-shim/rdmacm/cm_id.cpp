@@ -92,7 +92,7 @@ int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
   unroute(id);
   purge(id);
   stop_listening(id);
-  if (id.connection != 0) dev().link->cm_destroy(id.connection);
+  if (id.connection != 0) destroy_connection(id.connection);
   release_port(id);
   {
     std::lock_guard lock(id.channel->mutex);

@@ -14,10 +14,12 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <variant>
 #include <vector>
 
 #include "emulator/core/cm_types.hpp"
+#include "emulator/core/iwarp_cm.hpp"
 #include "verbs-shim/rdmacm/rdmacm_api.hpp"
 #include "wire/cm_mad.hpp"
 
@@ -50,11 +52,15 @@ struct Joined {
   std::uint64_t serial = 0;
 };
 
+// What the device's connection manager reports: the IB CM's events (RoCE), or the iWARP
+// CM's (core/iwarp_cm.hpp).
+using EngineEvent = std::variant<core::CmEvent, core::IwarpEvent>;
+
 // An event on its way to rdma_get_cm_event: for `id` (a listener, for a request), from the
 // engine or made here.
 struct Queued {
   Id* id = nullptr;
-  std::variant<Local, core::CmEvent, Joined> what;
+  std::variant<Local, core::CmEvent, Joined, core::IwarpEvent> what;
 };
 
 struct Channel {
@@ -103,7 +109,7 @@ struct Id {
   std::uint32_t listener = 0;    // the engine's listen handle, from rdma_bind_addr on
   // Requests that came between rdma_bind_addr and rdma_listen: rdma_listen reports them.
   bool accepting = false;
-  std::vector<core::CmEvent> held_requests;
+  std::vector<EngineEvent> held_requests;
   bool peer_disconnected = false;  // a DREQ came: rdma_disconnect answers it
   std::optional<wire::CmReq> req;  // sent or received
   std::optional<wire::CmRep> rep;
@@ -133,6 +139,7 @@ struct Device {
   ibv_pd* pd = nullptr;        // rdma_create_qp's when the application gives none
   sockaddr_storage address{};  // the address the device holds, port 0
   core::Gid gid{};
+  bool iwarp = false;  // srdmaiw0: connections through the iWARP CM (iwarp_connection.cpp)
 };
 
 // The device, started on `preferred` when it has not started yet and nothing in the
@@ -153,6 +160,10 @@ std::uint16_t port_of(const sockaddr* address);  // host order
 
 // Gives `id` the one path of a RoCE port between its two addresses (cm_id.cpp).
 void fill_path(Id& id);
+// A listener's request as a new ID on its channel, between `local` and `remote`, in state
+// requested (connection.cpp); null when out of memory.
+Id* new_passive_id(Id& listener, const sockaddr_storage& local, const sockaddr_storage& remote,
+                   const core::Gid& remote_gid);
 
 // Events (event_channel.cpp).
 void queue_local(Id& id, rdma_cm_event_type type, int status = 0);
@@ -190,6 +201,19 @@ int wait_for(Id& id, rdma_cm_event_type expected);
 // The engine's events become the application's (connection.cpp); false when one is
 // consumed here without reaching it.
 bool translate(Id& id, const core::CmEvent& e, Event& out);
+
+// The iWARP device's side of the connection calls (iwarp_connection.cpp), over the iWARP CM:
+// TCP and the MPA exchange instead of REQ/REP/RTU, the QP moved to RTS by the CM, private
+// data without annex A11's header. Each returns 0 or -1 with errno, as the calls do.
+int iwarp_connect(Id& id, const rdma_conn_param* param);
+int iwarp_accept(Id& id, const rdma_conn_param* param);
+int iwarp_reject(Id& id, std::span<const std::uint8_t> private_data);
+int iwarp_disconnect(Id& id);
+bool translate(Id& id, const core::IwarpEvent& e, Event& out);
+// The TCP endpoint of an address and port (a wildcard: the device's address).
+core::TcpEndpoint endpoint_of(const sockaddr* address, std::uint16_t port);
+// Ends an engine connection or refuses a held request, on whichever CM the device has.
+void destroy_connection(std::uint32_t connection);
 // A join's event (multicast.cpp): the QP attached to the group as it is taken, as rdma-core
 // attaches it; false when the ID has left the group since.
 bool translate_join(Id& id, const Joined& j, Event& out);

@@ -210,29 +210,10 @@ void set_conn_param(Event& out, std::span<const std::uint8_t> private_data, cons
 Id* child_for(Id& listener, const core::CmEvent& e, std::span<const std::uint8_t> private_data) {
   const auto header = wire::parse_ip_cm_header(private_data);
   if (!header) return nullptr;
-  auto* child = new (std::nothrow) Id;
-  if (child == nullptr) return nullptr;
-  child->channel = listener.channel;
-  {
-    std::lock_guard lock(child->channel->mutex);
-    ++child->channel->ids;
-  }
-  child->id.channel = listener.id.channel;
-  child->id.context = listener.id.context;
-  child->id.ps = listener.id.ps;
-  child->id.qp_type = listener.id.qp_type;
-  child->id.verbs = dev().context;
-  child->id.pd = listener.id.pd != nullptr ? listener.id.pd : dev().pd;
-  child->id.port_num = 1;
-  child->tos = listener.tos;
-  set_address(child->id.route.addr.src_storage, header->ip_version, header->destination_ip, listener.port);
-  set_address(child->id.route.addr.dst_storage, header->ip_version, header->source_ip, header->source_port);
-  std::memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, dev().gid.data(), 16);
-  std::memcpy(child->id.route.addr.addr.ibaddr.dgid.raw, e.remote_gid.data(), 16);
-  child->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
-  fill_path(*child);
-  child->state = IdState::requested;
-  return child;
+  sockaddr_storage local, remote;
+  set_address(local, header->ip_version, header->destination_ip, listener.port);
+  set_address(remote, header->ip_version, header->source_ip, header->source_port);
+  return new_passive_id(listener, local, remote, e.remote_gid);
 }
 
 bool on_request(Id& listener, const core::CmEvent& e, Event& out) {
@@ -327,6 +308,37 @@ void on_service_reply(Id& id, const core::CmEvent& e, Event& out) {
   out.event.param.ud.qp_num = rep.qpn;
   out.event.param.ud.qkey = rep.qkey;
 }
+
+}  // namespace
+
+Id* new_passive_id(Id& listener, const sockaddr_storage& local, const sockaddr_storage& remote,
+                   const core::Gid& remote_gid) {
+  auto* child = new (std::nothrow) Id;
+  if (child == nullptr) return nullptr;
+  child->channel = listener.channel;
+  {
+    std::lock_guard lock(child->channel->mutex);
+    ++child->channel->ids;
+  }
+  child->id.channel = listener.id.channel;
+  child->id.context = listener.id.context;
+  child->id.ps = listener.id.ps;
+  child->id.qp_type = listener.id.qp_type;
+  child->id.verbs = dev().context;
+  child->id.pd = listener.id.pd != nullptr ? listener.id.pd : dev().pd;
+  child->id.port_num = 1;
+  child->tos = listener.tos;
+  child->id.route.addr.src_storage = local;
+  child->id.route.addr.dst_storage = remote;
+  std::memcpy(child->id.route.addr.addr.ibaddr.sgid.raw, dev().gid.data(), 16);
+  std::memcpy(child->id.route.addr.addr.ibaddr.dgid.raw, remote_gid.data(), 16);
+  child->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+  fill_path(*child);
+  child->state = IdState::requested;
+  return child;
+}
+
+namespace {
 
 void to_error(Id& id) {
   if (id.id.qp == nullptr) return;
@@ -440,6 +452,7 @@ int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::route_resolved) return fail(EINVAL);
+  if (dev().iwarp) return iwarp_connect(id, param);
   const std::uint16_t dst_port = port_of(&cm_id->route.addr.dst_addr);
   const std::uint64_t service = service_id(cm_id->ps, dst_port);
   core::Gid remote{};
@@ -497,6 +510,7 @@ int srdma_rdmacm_rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   Id& id = id_of(cm_id);
   if (id.state != IdState::requested) return fail(EINVAL);
   release_request_event(id);
+  if (dev().iwarp) return iwarp_accept(id, param);
   const auto user =
       param != nullptr ? bytes_of(param->private_data, param->private_data_len) : std::span<const std::uint8_t>{};
   if (cm_id->qp_type == IBV_QPT_UD) {
@@ -537,6 +551,7 @@ int srdma_rdmacm_rdma_reject(rdma_cm_id* cm_id, const void* private_data, std::u
   if (id.state != IdState::requested) return fail(EINVAL);
   release_request_event(id);
   const auto user = bytes_of(private_data, private_data_len);
+  if (dev().iwarp) return iwarp_reject(id, user);
   const int err = cm_id->qp_type == IBV_QPT_UD
                       ? dev().link->cm_answer_service(id.connection,
                                                       {core::sidr_status::rejected, 0, 0, {user.begin(), user.end()}})
@@ -555,6 +570,7 @@ SRDMA_RDMACM_VERSION(rdma_disconnect, "RDMACM_1.0")
 int srdma_rdmacm_rdma_disconnect(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
+  if (dev().iwarp) return iwarp_disconnect(id);
   const bool answering = id.peer_disconnected;
   if (!answering && id.state != IdState::connected && id.state != IdState::accepted) return fail(EINVAL);
   to_error(id);

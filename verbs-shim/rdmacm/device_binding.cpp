@@ -66,13 +66,18 @@ bool parse_address(const char* text, sockaddr_storage& out) {
 Device* open_device(const shim::PrivateDevice& p) {
   auto* d = new Device;
   d->link = p.link;
+  d->iwarp = p.iwarp;
   if (!parse_address(p.address, d->address)) return nullptr;
   d->gid = gid_of(reinterpret_cast<const sockaddr*>(&d->address));
   if (init_devices() != 0) return nullptr;
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (list == nullptr) return nullptr;
-  const __be64 guid = n > 0 ? ibv_get_device_guid(list[0]) : 0;
+  // The device of the transport the link serves: srdma0 is first, srdmaiw0 the iWARP one.
+  __be64 guid = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    if ((list[i]->transport_type == IBV_TRANSPORT_IWARP) == p.iwarp) guid = ibv_get_device_guid(list[i]);
+  }
   ibv_free_device_list(list);
   CmDevice* cm = acquire_device(guid);
   if (cm == nullptr) return nullptr;

@@ -22,10 +22,10 @@ struct Routes {
   std::mutex mutex;
   std::map<std::uint32_t, Id*> connections;
   std::map<std::uint32_t, Id*> listeners;
-  std::map<std::uint32_t, std::vector<core::CmEvent>> early;  // for connections not yet routed
+  std::map<std::uint32_t, std::vector<EngineEvent>> early;  // for connections not yet routed
   // Requests for a listener whose handle start_listening has not recorded yet: through
   // softrdmad the event can overtake the reply that names the listener.
-  std::map<std::uint32_t, std::vector<core::CmEvent>> early_requests;
+  std::map<std::uint32_t, std::vector<EngineEvent>> early_requests;
 };
 
 Routes* the_routes = new Routes;  // events may arrive during static destruction
@@ -41,12 +41,18 @@ void post(Channel& c, Queued q) {
   (void)!::write(c.channel.fd, &one, sizeof one);
 }
 
+void post(Id& id, EngineEvent e) {
+  std::visit([&id](auto& event) { post(*id.channel, {&id, std::move(event)}); }, e);
+}
+
 bool is_request(const core::CmEvent& e) {
   return e.type == core::CmEventType::request || e.type == core::CmEventType::service_request;
 }
+bool is_request(const core::IwarpEvent& e) { return e.type == core::IwarpEventType::connect_request; }
 
 // Runs on whichever thread delivers the engine's events, never under the host's lock.
-void on_cm_event(const core::CmEvent& e) {
+template <class E>
+void on_engine_event(const E& e) {
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
   auto& map = is_request(e) ? r.listeners : r.connections;
@@ -121,7 +127,7 @@ void end_connections_at_exit() {
     for (const auto& [connection, id] : r.connections) open.push_back(connection);
     r.connections.clear();
   }
-  for (const std::uint32_t connection : open) dev().link->cm_destroy(connection);
+  for (const std::uint32_t connection : open) destroy_connection(connection);
 }
 
 }  // namespace
@@ -129,7 +135,8 @@ void end_connections_at_exit() {
 void forget_routes_after_fork() noexcept { the_routes = new Routes; }
 
 void start_events(host::DeviceLink& link) {
-  link.set_cm_handler(on_cm_event);
+  link.set_cm_handler(on_engine_event<core::CmEvent>);
+  link.set_iw_handler(on_engine_event<core::IwarpEvent>);
   std::atexit(end_connections_at_exit);
 }
 
@@ -146,19 +153,21 @@ void route_connection(Id& id, std::uint32_t connection) {
   r.connections[connection] = &id;
   const auto early = r.early.find(connection);
   if (early == r.early.end()) return;
-  for (core::CmEvent& e : early->second) post(*id.channel, {&id, std::move(e)});
+  for (EngineEvent& e : early->second) post(id, std::move(e));
   r.early.erase(early);
 }
 
 int start_listening(Id& id) {
-  const auto listener = dev().link->cm_listen(service_id(id.id.ps, id.port));
+  const Device& d = dev();
+  const auto listener = d.iwarp ? d.link->iw_listen(endpoint_of(&id.id.route.addr.src_addr, id.port))
+                                : d.link->cm_listen(service_id(id.id.ps, id.port));
   if (!listener) return listener.error();
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
   id.listener = *listener;
   r.listeners[*listener] = &id;
   if (const auto early = r.early_requests.find(*listener); early != r.early_requests.end()) {
-    for (core::CmEvent& e : early->second) id.held_requests.push_back(std::move(e));
+    for (EngineEvent& e : early->second) id.held_requests.push_back(std::move(e));
     r.early_requests.erase(early);
   }
   return 0;
@@ -168,23 +177,25 @@ void accept_requests(Id& id) {
   Routes& r = routes();
   std::lock_guard lock(r.mutex);
   id.accepting = true;
-  for (core::CmEvent& e : id.held_requests) post(*id.channel, {&id, std::move(e)});
+  for (EngineEvent& e : id.held_requests) post(id, std::move(e));
   id.held_requests.clear();
 }
 
 void stop_listening(Id& id) {
   if (id.listener == 0) return;
-  std::vector<core::CmEvent> held;
+  std::vector<EngineEvent> held;
   {
     Routes& r = routes();
     std::lock_guard lock(r.mutex);
     r.listeners.erase(id.listener);
     held.swap(id.held_requests);
   }
-  dev().link->cm_stop_listening(id.listener);
+  const Device& d = dev();
+  d.iwarp ? d.link->iw_stop_listening(id.listener) : d.link->cm_stop_listening(id.listener);
   id.listener = 0;
   id.accepting = false;
-  for (const core::CmEvent& e : held) dev().link->cm_destroy(e.id);  // a REJ for each
+  // A REJ for each, or a closed TCP connection.
+  for (const EngineEvent& e : held) std::visit([](const auto& event) { destroy_connection(event.id); }, e);
 }
 
 void unroute(Id& id) {
@@ -262,6 +273,8 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
       fill_local(id, *local, *out);
     } else if (const auto* joined = std::get_if<Joined>(&q.what)) {
       reported = translate_join(id, *joined, *out);
+    } else if (const auto* iwarp = std::get_if<core::IwarpEvent>(&q.what)) {
+      reported = translate(id, *iwarp, *out);
     } else {
       reported = translate(id, std::get<core::CmEvent>(q.what), *out);
     }
