@@ -326,8 +326,8 @@ for dir in to-rxe from-rxe; do
 done
 
 # iWARP against Linux siw (guest A's siw0 on eth1, 10.99.1.2; we are 10.99.1.1 on br1): rping's
-# protocol spoken by tests/interop/iwarp_rping on the engine's iWARP host (no verbs shim yet)
-# against siw's own rping, both directions, without MPA CRCs (siw's default) and with them
+# protocol spoken by tests/interop/iwarp_rping on the engine's iWARP host against siw's own
+# rping, both directions, without MPA CRCs (siw's default) and with them
 # asked for by us (siw takes a peer's C bit). Checks: both exit 0, every ping arrived, and the
 # capture on br1 passes `softrdma dump --check` (MPA CRCs verified where negotiated) and
 # tshark-validate (TCP checksums not judged: the guest's NIC offloads them). With --bad-stag
@@ -337,10 +337,15 @@ done
 # sends its MPA Reply before it hooks the socket to the QP, and FPDUs arriving in between sit
 # unread until more data comes. Under TCG that window is milliseconds wide on a fresh guest, and
 # a client that sends at once (ours, 0.2 ms after the Reply) waited 30 s for an answer.
-run_siw_case() { # run_siw_case NAME DIRECTION [IWARP_RPING OPTION...]
+# With --shim the softrdma side is Debian's own rping on srdmaiw0 (softrdma run --iwarp),
+# as the server only: as a client it sends at once, into the window above.
+run_siw_case() { # run_siw_case NAME DIRECTION [--shim | IWARP_RPING OPTION...]
 	local name=$1 dir=$2 why=() t=$SECONDS pings=20
 	shift 2
-	local opts="$*"
+	local opts="$*" ours_server=("$IWARP_RPING") program="iwarp_rping"
+	if [[ $opts == --shim ]]; then
+		opts="" ours_server=("$SOFTRDMA" run --iwarp --ip 10.99.1.1 -- rping) program="rping on srdmaiw0"
+	fi
 	[[ $name =~ $ONLY ]] || return 0
 	local pcap=$OUT/$name.pcap ours=$OUT/$name.softrdma.log theirs=$OUT/$name.siw.log rc_ours=0
 	local rping_args="-v -C $pings -S 100"
@@ -351,7 +356,7 @@ run_siw_case() { # run_siw_case NAME DIRECTION [IWARP_RPING OPTION...]
 		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
 			grep -q ^exit= /tmp/$name.log || killall -9 rping; cat /tmp/$name.log" >"$theirs" 2>&1
 	else
-		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -s -a 10.99.1.1 $rping_args $opts >"$ours" 2>&1 &
+		timeout 60 ip netns exec "$NS" "${ours_server[@]}" -s -a 10.99.1.1 $rping_args $opts >"$ours" 2>&1 &
 		local ours_pid=$!
 		sleep 1
 		guest "timeout 50 rping -c -a 10.99.1.1 $rping_args; echo exit=\$?" 60 >"$theirs" 2>&1
@@ -380,7 +385,7 @@ run_siw_case() { # run_siw_case NAME DIRECTION [IWARP_RPING OPTION...]
 		why+=("tshark-validate failed")
 	local arrow="softrdma → siw"
 	[[ $dir == from-siw ]] && arrow="siw → softrdma"
-	finish_case "$name" "$pcap" "rping protocol (\`iwarp_rping${opts:+ $opts}\`)" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
+	finish_case "$name" "$pcap" "rping protocol (\`$program${opts:+ $opts}\`)" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
 }
 
 for dir in to-siw from-siw; do
@@ -388,6 +393,7 @@ for dir in to-siw from-siw; do
 	run_siw_case "$dir.iwarp.rping.crc" "$dir" --crc
 	run_siw_case "$dir.iwarp.terminate.bad_stag" "$dir" --bad-stag
 done
+run_siw_case "from-siw.iwarp.rping.shim" from-siw --shim
 
 {
 	echo "| program | direction | result | packets |"
