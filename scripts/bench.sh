@@ -17,7 +17,8 @@ baseline; the medians of N repetitions are reported):
                            64 KiB, 1 MiB (--full: every power of two from 2 B to 1 MiB);
                            ib_send_lat, ib_write_lat, ib_read_lat at 2 B, 4 KiB, 64 KiB;
                            ibv_rc_pingpong and ibv_rc_pingpong -e at 2 B, 4 KiB;
-                           ib_write_bw -q 1, 16, 256 at 64 KiB
+                           ib_write_bw -q 1, 16, 256 at 64 KiB;
+                           ib_write_bw -R 64 KiB on srdmaiw0 (iWARP, softrdma run --iwarp)
   same-shape baselines     udp_pingpong (tests/bench): a UDP ping-pong whose ends busy-poll
                            (against send_lat one way, read_lat and rc_pingpong a round trip)
                            or sleep in recv (write_lat one way, rc_pingpong -e a round trip),
@@ -38,13 +39,14 @@ build/bench/<UTC timestamp>). A default run takes about 11 minutes on a busy 2-c
 
   --reps N          repetitions per row (default 3)
   --full            every power-of-two message size in the bandwidth sweep
-  --smoke           one tiny repetition of ib_write_bw 64 KiB against qperf tcp_bw, and of
-                    ib_send_lat and ibv_rc_pingpong 2 B against the busy-poll UDP ping-pong,
-                    on loopback, and a 2 s idle sample: checks the suite still works (< 20 s)
+  --smoke           one tiny repetition of ib_write_bw 64 KiB (RoCE and iWARP) against qperf
+                    tcp_bw, and of ib_send_lat and ibv_rc_pingpong 2 B against the busy-poll
+                    UDP ping-pong, on loopback, and a 2 s idle sample: checks the suite still
+                    works (< 20 s)
   --softrdma PATH   the softrdma executable (default: build/release, then build/h-bench)
   --udp-pingpong PATH  the udp_pingpong baseline (default: tests/bench/ of softrdma's build)
   --only WORD       only the groups of rows whose name holds WORD: bandwidth, latency, queue,
-                    CPU (and the idle sample unless --idle-seconds 0); no plot
+                    CPU, iWARP (and the idle sample unless --idle-seconds 0); no plot
 Exit status: 0 when every figure was measured, 1 when some program failed (its row says n/a
 and the logs say why), 2 for a usage error or a missing tool.
 EOF

@@ -2,9 +2,10 @@
 """Keeps scripts/bench.sh from rotting while it stays out of the test command: its --help, its
 one-line usage error, its parsers of every program's output (perftest's bw and lat lines,
 ibv_rc_pingpong's usec/iter, udp_pingpong's ping-pong and stream lines), and its --smoke mode
-(one tiny repetition of ib_write_bw 64 KiB over softrdma against qperf tcp_bw, and of
-ib_send_lat and ibv_rc_pingpong 2 B against the busy-polling UDP ping-pong, on loopback, and a
-2 s idle device) end to end, within 20 s, with a table, a CSV holding the figures and a PNG.
+(one tiny repetition of ib_write_bw 64 KiB over softrdma, on srdma0 and with -R on srdmaiw0,
+against qperf tcp_bw, and of ib_send_lat and ibv_rc_pingpong 2 B against the busy-polling UDP
+ping-pong, on loopback, and a 2 s idle device) end to end, within 20 s, with a table, a CSV
+holding the figures and a PNG.
 
 usage: bench_script_test.py BENCH_SH SOFTRDMA
 Exit 77 (ctest's skip) when a program the suite runs is not installed.
@@ -119,6 +120,13 @@ def main(argv):
             check(ok, f"results.csv: ib_write_bw 64 KiB has a positive {field}", str(row))
         check(row.get("target") == ">= 1.2x" and row.get("met") in ("met", "NOT met"),
               "results.csv: the issue's target is judged", str(row))
+        row = rows.get("ib_write_bw -R 64 KiB on srdmaiw0 (iWARP)", {})
+        try:
+            ok = float(row.get("ours_median") or "nan") > 0 and float(row.get("baseline_median") or "nan") > 0
+        except ValueError:
+            ok = False
+        check(ok and row.get("target") == ">= 0.8x", "results.csv: the iWARP row has figures and issue 23's target",
+              str(row))
         for name, base in (("ib_send_lat 2 B", "UDP busy-poll one way 2 B"),
                            ("ib_send_lat 2 B t_avg", "its t_typical"),
                            ("ibv_rc_pingpong 2 B (round trip, mean)", "UDP busy-poll round trip 2 B")):

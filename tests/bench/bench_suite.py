@@ -22,6 +22,8 @@ Baselines of the same shape (docs/benchmarks.md): a row whose application busy-p
 the device's own thread can receive (ib_write_lat spins on memory, ibv_rc_pingpong -e sleeps on
 a completion channel) against udp_pingpong --mode sleep. sockperf and qperf stay as second
 references. Each latency row also gives t_avg against its own t_typical (a tail of stalls).
+The iWARP row runs ib_write_bw -R on srdmaiw0 (RDMAP over the kernel's TCP) against qperf
+tcp_bw, both 64 KiB, on the same path.
 """
 
 import argparse
@@ -62,6 +64,9 @@ STREAM_SIZES = [64, 65536]  # udp_pingpong --stream beside the bandwidth rows
 LAT_TARGET = ("ratio", "<=", 1.5)  # every latency row against its same-shape baseline, and t_avg/t_typical
 BUSY_TARGET_SIZES = (2, 4096)  # ib_send_lat, ib_read_lat and ibv_rc_pingpong
 BW_TARGETS = {("ib_write_bw", 65536): ("ratio", ">=", 1.2), ("ib_read_bw", 65536): ("ratio", ">=", 1.0)}
+IWARP_SIZE = 65536
+IWARP_TARGET = ("ratio", ">=", 0.8)  # issue 23: iWARP adds framing and CRC to TCP's own copies
+IWARP_LOOP_ADDRS = ("127.83.98.1", "127.83.98.2")  # on loopback each side binds its own
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -88,6 +93,11 @@ class Path:
         127.0.0.N, so the two processes need no configuration)."""
         addr = self.server_addr if role == "server" else self.client_addr
         return [softrdma, "run"] + (["--ip", addr] if self.server_ns else []) + ["--"]
+
+    def iwarp_addrs(self):
+        """(server, client) addresses for srdmaiw0: rdma_cm dials the server's device address, so
+        on loopback both sides take fixed ones rather than the first free 127.0.0.N."""
+        return (self.server_addr, self.client_addr) if self.server_ns else IWARP_LOOP_ADDRS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,14 +233,21 @@ def parse_udp_pingpong(text):
         return None
 
 
-def perftest(runner, path, program, size, iters, extra=()):
+def perftest(runner, path, program, size, iters, extra=(), iwarp=False):
     """An unmodified perftest pair over softrdma: bw tests give MB/s and msg/s, lat tests the
-    typical (median) and average latency in microseconds."""
+    typical (median) and average latency in microseconds. IWARP: on srdmaiw0, connected by
+    rdma_cm (-R) over the kernel's TCP."""
+    server_addr = path.iwarp_addrs()[0] if iwarp else path.server_addr
+
     def argv(role):
-        return lambda port: path.softrdma_run(runner.softrdma, role) + [
-            program, "-d", "srdma0", "-x", "0", "-F", "-p", str(port), "-s", str(size), "-n", str(iters),
-            *extra] + ([path.server_addr] if role == "client" else [])
-    ran = runner.pair(path, f"{program}.{size}", argv("server"), argv("client"))
+        if iwarp:
+            addr = path.iwarp_addrs()[role == "client"]
+            head = [runner.softrdma, "run", "--iwarp", "--ip", addr, "--", program, "-R", "-d", "srdmaiw0"]
+        else:
+            head = path.softrdma_run(runner.softrdma, role) + [program, "-d", "srdma0", "-x", "0"]
+        return lambda port: head + ["-F", "-p", str(port), "-s", str(size), "-n", str(iters), *extra] + (
+            [server_addr] if role == "client" else [])
+    ran = runner.pair(path, f"{program}{'.iwarp' if iwarp else ''}.{size}", argv("server"), argv("client"))
     if ran is None:
         return None
     server, client = ran
@@ -409,6 +426,12 @@ def plan(args):
             if size in STREAM_SIZES:  # a busy-polling UDP stream, a second reference
                 ms.append((("udp", "stream", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s, stream=True)))
         groups.append((f"bandwidth {size} B", ms))
+    # ib_write_bw -R on srdmaiw0 against qperf tcp_bw, interleaved in a group of their own.
+    groups.append(("iWARP bandwidth 64 KiB", [
+        (("iw", "ib_write_bw", IWARP_SIZE),
+         lambda r, p: perftest(r, p, "ib_write_bw", IWARP_SIZE, bw_iters(IWARP_SIZE, args.smoke), iwarp=True)),
+        (("qperf_iw", "tcp_bw", IWARP_SIZE), lambda r, p: qperf(r, p, "tcp_bw", IWARP_SIZE)),
+    ]))
     if args.smoke:  # one latency row of each kind the table parses, tiny
         groups.append(("latency 2 B", [
             (("pt", "ib_send_lat", 2), lambda r, p: perftest(r, p, "ib_send_lat", 2, 100)),
@@ -517,6 +540,10 @@ def build_rows(results, paths, groups, idle):
                     rows.append(Row(path, f"{test} {size_label(size)}, 2nd baseline", "MB/s", get(path, key),
                                     get(path, ("udp", "stream", size)), f"UDP busy-poll stream {min(size, UDP_MAX)} B",
                                     True, None, size))
+        if ("iw", "ib_write_bw", IWARP_SIZE) in keys:
+            rows.append(Row(path, "ib_write_bw -R 64 KiB on srdmaiw0 (iWARP)", "MB/s",
+                            get(path, ("iw", "ib_write_bw", IWARP_SIZE)), get(path, ("qperf_iw", "tcp_bw", IWARP_SIZE)),
+                            "qperf tcp_bw", True, IWARP_TARGET, IWARP_SIZE))
         if ("pt", "ib_send_bw", 64) in keys:
             rows.append(Row(path, "ib_send_bw 64 B message rate", "msg/s", get(path, ("pt", "ib_send_bw", 64), "msg_rate"),
                             get(path, ("sockperf", "tp", 64)), "sockperf tp UDP 64 B", True, ("ratio", ">=", 0.8), 64))
