@@ -175,14 +175,15 @@ def perftest(name, program, args, size, iters, server_row=True, device="srdma0",
     parameters). The row: #bytes #iterations and three numbers."""
     row = [rf"^\s*{size}\s+{iters}\s+{NUM}\s+{NUM}\s+{NUM}"]
     argv = [program, "-R", "-d", device, "-F", "-p", "{P}", *args, "-n", str(iters)]
-    return Case(name, argv, argv + ["{S}"], row if server_row else [], row, ready=r"Waiting for client to connect",
-                **opts)
+    opts.setdefault("ready", r"Waiting for client to connect")
+    return Case(name, argv, argv + ["{S}"], row if server_row else [], row, **opts)
 
 
 def qperf(name, test, result, **opts):
     # qperf's server serves until it is killed; the client's -lp names the server's port.
+    opts["ready"] = "tcp"  # its control port, also on srdmaiw0
     return Case(name, ["qperf", "-lp", "{P}"], ["qperf", "{S}", "-lp", "{P}", "-cm1", "-t", "2", test],
-                [], [rf"^{test}:$", result], ready="tcp", persistent=True, **opts)
+                [], [rf"^{test}:$", result], persistent=True, **opts)
 
 
 def mckey(name, sender_args=(), netns=False):
@@ -201,8 +202,9 @@ def mckey(name, sender_args=(), netns=False):
 VETH_BOTH = ("veth.", "veth6.")
 VETH_IPV4 = ("veth.",)
 # Both sides on srdmaiw0 (softrdma run --iwarp), whose connections rdma_cm makes over TCP and
-# MPA; embedded only.
-IWARP = {"server_run": ["--iwarp"], "client_run": ["--iwarp"]}
+# MPA; embedded only. An iWARP server listens on TCP port {P} once rdma_cm listens: the client
+# starts then, not on a line printed before it.
+IWARP = {"server_run": ["--iwarp"], "client_run": ["--iwarp"], "ready": "tcp"}
 
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
 QPERF_MSG_RATE = rf"^\s+msg_rate\s+=\s+{NUM} [KM]?/sec$"
