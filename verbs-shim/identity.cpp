@@ -99,8 +99,4 @@ DeviceIdentity make_iwarp_identity(const IpAddress& address, std::optional<Inter
   return id;
 }
 
-const char* name_of(const DeviceIdentity& id) {
-  return id.transport == Transport::iwarp ? kIwarpDeviceName : kDeviceName;
-}
-
 }  // namespace softrdma::shim

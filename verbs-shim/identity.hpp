@@ -65,7 +65,6 @@ DeviceIdentity make_identity(const IpAddress& address, std::optional<Interface> 
 // GID). The MAC is the RoCE device's with the 0x04 bit of its first octet set (06:00:7f:00:00:01
 // for 127.0.0.1), so the two devices' GUIDs differ, as rdma_cm tells devices apart by GUID.
 DeviceIdentity make_iwarp_identity(const IpAddress& address, std::optional<Interface> iface);
-const char* name_of(const DeviceIdentity& id);  // srdma0 or srdmaiw0
 
 // The identity of this process's device, or null when it has none (host_link.hpp).
 const DeviceIdentity* device_identity();

@@ -75,7 +75,7 @@ Device* open_device(const shim::PrivateDevice& p) {
   if (list == nullptr) return nullptr;
   // The device of the transport the link serves: srdma0 is first, srdmaiw0 the iWARP one.
   __be64 guid = 0;
-  for (int i = n - 1; i >= 0; --i) {
+  for (int i = 0; i < n && guid == 0; ++i) {
     if ((list[i]->transport_type == IBV_TRANSPORT_IWARP) == p.iwarp) guid = ibv_get_device_guid(list[i]);
   }
   ibv_free_device_list(list);
