@@ -85,9 +85,10 @@ def count_text(n):
 
 class Case:
     """PROGRAM with ARGS on both sides; ROWS the result rows each side must print. DAEMON:
-    False when the case has no daemon variant. VETH: as rdmacm_pairs_test.Case's."""
+    False when the case has no daemon variant. VETH: as rdmacm_pairs_test.Case's. RUN: more
+    `softrdma run` options for both sides."""
 
-    def __init__(self, name, program, args, rows, timeout=DEFAULT_TIMEOUT, daemon=True, veth=()):
+    def __init__(self, name, program, args, rows, timeout=DEFAULT_TIMEOUT, daemon=True, veth=(), run=()):
         self.name = name
         self.program = program
         self.args = list(args)
@@ -95,6 +96,7 @@ class Case:
         self.timeout = timeout
         self.on_daemon = daemon
         self.veth = veth
+        self.run = list(run)
 
 
 def custom(name, program, size, count, iters, options, extra=(), **kw):
@@ -107,6 +109,7 @@ def custom(name, program, size, count, iters, options, extra=(), **kw):
 
 
 MIB = 1 << 20
+IWARP = {"run": ["--iwarp"], "daemon": False}
 SUITE_SIZES = ("64", "4k", "64k", "1m")
 # rstream's and riostream's own suite: latency rows (1 transfer, many iterations), then on a
 # second connection bandwidth rows (many transfers, 1 iteration).
@@ -132,6 +135,14 @@ CASES = [
     custom("riostream.nonblocking", "riostream", 65536, 50, 4, "nv"),
     custom("riostream.async", "riostream", MIB, 20, 2, "av"),
     custom("riostream.async_blocking", "riostream", 4096, 100, 10, "abv"),
+    # On srdmaiw0 (softrdma run --iwarp, embedded only), where there is no immediate data: each
+    # message is a WRITE and then a SEND of its own, as rdma-core's rsockets send on iWARP.
+    custom("iwarp.rstream.blocking", "rstream", MIB, 20, 2, "bv", **IWARP),
+    custom("iwarp.rstream.nonblocking", "rstream", 65536, 100, 2, "nv", **IWARP),
+    custom("iwarp.rstream.small", "rstream", 64, 1000, 2, "bv", **IWARP),
+    custom("iwarp.rstream.buffer_8k", "rstream", 100000, 20, 2, "bv", extra=["-B", "8192"], **IWARP),
+    custom("iwarp.riostream.blocking", "riostream", MIB, 20, 2, "bv", **IWARP),
+    custom("iwarp.riostream.async_blocking", "riostream", 4096, 100, 10, "abv", **IWARP),
 ]
 
 
@@ -170,8 +181,10 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
 
 def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir):
     port = "7471"  # rstream's own: a port of the case's device (or daemon), nobody else's
-    server_argv = [softrdma, "run", *server_attach, "--", case.program, "-b", server_ip, "-p", port, *case.args]
-    client_argv = [softrdma, "run", *client_attach, "--", case.program, "-s", server_ip, "-p", port, *case.args]
+    server_argv = [softrdma, "run", *server_attach, *case.run, "--", case.program, "-b", server_ip, "-p", port,
+                   *case.args]
+    client_argv = [softrdma, "run", *client_attach, *case.run, "--", case.program, "-s", server_ip, "-p", port,
+                   *case.args]
     print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
     deadline = time.monotonic() + (timeout or case.timeout)
     server = Side("server", server_argv, workdir, case.name)

@@ -1,7 +1,7 @@
 // An rsocket's verbs resources: one CQ (with its completion channel) for sends and receives,
-// an RC QP whose every send is signalled, and three registered buffers: the send staging
-// ring, the receive buffer the peer writes into, and the target area where the peer writes
-// SGEs (two entries) and iomap entries. Also the connection data that describes them to the
+// an RC QP, and three registered buffers: the send staging ring, the receive buffer the peer
+// writes into, and the target area where the peer writes SGEs (two entries) and iomap
+// entries; on iWARP a fourth, where each receive's message lands. Also the connection data that describes them to the
 // peer in the REQ or REP, and what the peer's tells us.
 #include <fcntl.h>
 
@@ -42,8 +42,11 @@ int create_endpoint(Rsocket& s) {
   if (id == nullptr || id->verbs == nullptr || id->pd == nullptr) return EINVAL;
   ibv_device_attr device{};
   const int max_wr = ibv_query_device(id->verbs, &device) == 0 ? device.max_qp_wr : kQueueMax;
+  // iWARP has no immediate data (RFC 5040): a message is a WRITE, then a SEND of its own.
+  s.msg_send = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
+  const int sends_per_message = s.msg_send ? 2 : 1;
   Options& o = s.opt;
-  o.sq_size = clamp_queue(o.sq_size, max_wr);
+  o.sq_size = clamp_queue(o.sq_size, max_wr / sends_per_message);
   o.rq_size = clamp_queue(o.rq_size, max_wr);
   o.sbuf_size = std::max(o.sbuf_size, 2 * kSendLowWater);
   // The receive buffer is offered in two equal halves.
@@ -62,8 +65,10 @@ int create_endpoint(Rsocket& s) {
   attr.send_cq = s.cq;
   attr.recv_cq = s.cq;
   attr.qp_type = IBV_QPT_RC;
-  attr.sq_sig_all = 1;  // every send's completion returns its queue entry and staging bytes
-  attr.cap.max_send_wr = o.sq_size;
+  // Every send is signalled but the WRITE before a message's SEND: that SEND's completion
+  // returns both queue entries and the staging bytes.
+  attr.sq_sig_all = 0;
+  attr.cap.max_send_wr = o.sq_size * sends_per_message;
   attr.cap.max_recv_wr = o.rq_size;
   attr.cap.max_send_sge = 2;
   attr.cap.max_recv_sge = 1;
@@ -78,6 +83,10 @@ int create_endpoint(Rsocket& s) {
   if (s.tmr == nullptr) return errno_or(ENOMEM);
   s.rmr = register_buffer(s, s.rbuf, o.rbuf_size, remote);
   if (s.rmr == nullptr) return errno_or(ENOMEM);
+  if (s.msg_send) {
+    s.mmr = register_buffer(s, s.msg_slots, std::size_t{o.rq_size} * wire::kMsgSize, IBV_ACCESS_LOCAL_WRITE);
+    if (s.mmr == nullptr) return errno_or(ENOMEM);
+  }
 
   // The first half goes to the peer in the connection data; the second is ours to offer.
   const std::uint32_t half = o.rbuf_size / 2;
@@ -90,6 +99,7 @@ int create_endpoint(Rsocket& s) {
   s.ctrl_in_flight = 0;
   s.sbuf_head = s.sbuf_used = 0;
   s.next_entry = 1;
+  s.next_slot = 0;
   s.peer_maps.assign(o.iomap_size, wire::Iomap{});
   for (int i = 0; i < o.rq_size; ++i) {
     if (const int err = post_recv(s)) return err;
@@ -101,6 +111,17 @@ int post_recv(Rsocket& s) {
   ibv_recv_wr wr{};
   ibv_recv_wr* bad = nullptr;
   wr.wr_id = kRecvTag;
+  ibv_sge slot{};
+  if (s.msg_send) {
+    // Receives complete in the order they were posted, at most rq_size at a time: the slot
+    // used rq_size receives ago has been read.
+    slot = {reinterpret_cast<std::uintptr_t>(s.msg_slots.get() + s.next_slot * wire::kMsgSize), wire::kMsgSize,
+            s.mmr->lkey};
+    wr.wr_id |= static_cast<std::uint64_t>(s.next_slot);
+    wr.sg_list = &slot;
+    wr.num_sge = 1;
+    s.next_slot = (s.next_slot + 1) % s.opt.rq_size;
+  }
   return ibv_post_recv(s.id->qp, &wr, &bad);
 }
 
@@ -144,7 +165,7 @@ void destroy(Rsocket& s) {
   }
   s.maps.clear();
   if (s.id != nullptr && s.id->qp != nullptr) rdma_destroy_qp(s.id);
-  for (ibv_mr** mr : {&s.smr, &s.rmr, &s.tmr}) {
+  for (ibv_mr** mr : {&s.smr, &s.rmr, &s.tmr, &s.mmr}) {
     if (*mr != nullptr) ibv_dereg_mr(*mr);
     *mr = nullptr;
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "verbs-shim/rdmacm/rsocket_state.hpp"
@@ -39,7 +40,28 @@ void take_region(Rsocket& s) {
   std::uint8_t* entry = s.target.get() + s.next_entry * wire::kSgeSize;
   const wire::Sge sge = wire::parse_sge(std::span<const std::uint8_t, wire::kSgeSize>(entry, wire::kSgeSize));
   if (sge.length != 0) s.regions.push_back(sge);
+  std::memset(entry, 0, wire::kSgeSize);  // read as empty until the peer fills it again
   s.next_entry = (s.next_entry + 1) % wire::kSglEntries;
+}
+
+// Whether an sgl message came with a new SGE: its WRITE's length says so; a SEND says nothing
+// (iWARP), but the entry is no longer empty.
+bool region_written(const Rsocket& s, const ibv_wc& wc) {
+  if (!s.msg_send) return wc.byte_len >= wire::kSgeSize;
+  const std::uint8_t* entry = s.target.get() + s.next_entry * wire::kSgeSize;
+  return wire::parse_sge(std::span<const std::uint8_t, wire::kSgeSize>(entry, wire::kSgeSize)).length != 0;
+}
+
+// The 32-bit message a receive brought: its immediate data, or on iWARP its slot's bytes.
+std::optional<std::uint32_t> message_of(const Rsocket& s, const ibv_wc& wc) {
+  if (!s.msg_send) {
+    if (!(wc.wc_flags & IBV_WC_WITH_IMM)) return std::nullopt;
+    return ntohl(wc.imm_data);
+  }
+  if (wc.byte_len != wire::kMsgSize) return std::nullopt;
+  std::uint32_t msg = 0;
+  std::memcpy(&msg, s.msg_slots.get() + (wc.wr_id & ~kRecvTag) * wire::kMsgSize, sizeof msg);
+  return msg;
 }
 
 void take_iomap(Rsocket& s, std::uint32_t index) {
@@ -62,13 +84,14 @@ void on_ctrl(Rsocket& s, std::uint32_t what) {
 }
 
 void on_receive(Rsocket& s, const ibv_wc& wc) {
-  if (!(wc.wc_flags & IBV_WC_WITH_IMM)) return;  // every rsocket message carries immediate data
-  const std::uint32_t msg = ntohl(wc.imm_data);
+  const std::optional<std::uint32_t> message = message_of(s, wc);
+  if (!message) return;  // not an rsocket message
+  const std::uint32_t msg = *message;
   const std::uint32_t arg = wire::arg_of(msg);
   switch (static_cast<wire::Op>(wire::op_bits(msg))) {
     case wire::Op::sgl:
       s.sseq_comp = static_cast<std::uint16_t>(arg);
-      if (wc.byte_len >= wire::kSgeSize) take_region(s);
+      if (region_written(s, wc)) take_region(s);
       break;
     case wire::Op::iomap_sgl:
       take_iomap(s, arg & 0xFFFF);
@@ -114,7 +137,9 @@ void on_send(Rsocket& s, const ibv_wc& wc) {
 }
 
 void poll_cq(Rsocket& s) {
-  if (s.cq == nullptr) return;
+  // The peer may send once its QP is in RTS, which on iWARP can be before our ESTABLISHED
+  // brings its connection data: what came is taken after save_conn_data, not undone by it.
+  if (s.cq == nullptr || s.phase == Phase::connecting) return;
   ibv_wc wc[32];
   int received = 0;
   for (int n; (n = ibv_poll_cq(s.cq, 32, wc)) > 0;) {
@@ -193,10 +218,23 @@ int post_write(Rsocket& s, ibv_sge* sge, int nsge, std::uint32_t msg, std::uint3
   wr.sg_list = sge;
   wr.num_sge = nsge;
   wr.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  wr.send_flags = inline_data ? IBV_SEND_INLINE : 0;
+  wr.send_flags = IBV_SEND_SIGNALED | (inline_data ? IBV_SEND_INLINE : 0);
   wr.imm_data = htonl(msg);
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
+  if (!imm || !s.msg_send) return ibv_post_send(s.id->qp, &wr, &bad);
+  // iWARP: the message follows in a SEND, whose completion stands for both.
+  ibv_sge carried{reinterpret_cast<std::uintptr_t>(&msg), wire::kMsgSize, 0};
+  ibv_send_wr message{};
+  message.wr_id = wr.wr_id;
+  message.sg_list = &carried;
+  message.num_sge = 1;
+  message.opcode = IBV_WR_SEND;
+  message.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  if (nsge == 0) return ibv_post_send(s.id->qp, &message, &bad);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags &= ~IBV_SEND_SIGNALED;
+  wr.next = &message;
   return ibv_post_send(s.id->qp, &wr, &bad);
 }
 

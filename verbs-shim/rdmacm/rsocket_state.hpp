@@ -5,9 +5,10 @@
 //
 // Data path (rsocket_wire.hpp): each side offers the other its receive buffer in halves; the
 // sender RDMA-WRITEs WITH IMMEDIATE into the current half, the immediate data saying how many
-// bytes; the receiver reads them in order and, as it frees half a buffer, offers that half
-// again by writing an SGE into the sender's target SGL (op sgl), which also grants credits:
-// a sequence number up to which the sender may send messages.
+// bytes (on iWARP, which has no immediate data, a WRITE and then a SEND carrying the same 32
+// bits, as rdma-core's rsockets do there); the receiver reads them in order and, as it frees
+// half a buffer, offers that half again by writing an SGE into the sender's target SGL (op
+// sgl), which also grants credits: a sequence number up to which the sender may send messages.
 #pragma once
 
 #include <sys/socket.h>
@@ -115,6 +116,11 @@ struct Rsocket {
   ibv_mr* smr = nullptr;
   ibv_mr* rmr = nullptr;
   ibv_mr* tmr = nullptr;
+  // iWARP: messages come in SENDs, each into the receive's slot of msg_slots.
+  bool msg_send = false;
+  std::unique_ptr<std::uint8_t[]> msg_slots;
+  ibv_mr* mmr = nullptr;
+  int next_slot = 0;  // the slot of the next receive posted
 
   // Sending.
   std::uint16_t sseq_no = 0, sseq_comp = 0;  // messages sent; the peer's limit
@@ -159,7 +165,8 @@ void save_conn_data(Rsocket& s, const wire::ConnData& peer);
 void destroy(Rsocket& s);
 // Moves the QP to ERR: posted receives flush, so a waiting rpoll wakes.
 void flush_qp(Rsocket& s);
-// Posts one receive (receives carry no buffer: the data is WRITTEN); 0 or an errno value.
+// Posts one receive (receives carry no buffer but a message slot on iWARP: the data is
+// WRITTEN); 0 or an errno value.
 int post_recv(Rsocket& s);
 
 // Progress (rsocket_progress.cpp), the socket's mutex held.
@@ -179,9 +186,11 @@ inline constexpr auto kSpin = std::chrono::microseconds(10);
 int wait_fds(const Rsocket& s, int out[2]);
 void arm(Rsocket& s);
 void take_cq_events(Rsocket& s);
-// Posts a control message (ctrl op or bare credits) as a zero-length WRITE WITH IMMEDIATE.
+// Posts a control message (ctrl op or bare credits) as a zero-length WRITE WITH IMMEDIATE
+// (iWARP: a SEND alone).
 int post_ctrl(Rsocket& s, std::uint32_t msg);
-// Posts a WRITE (WITH IMMEDIATE when `imm`) of `sge` to the peer; wr_id tags the completion.
+// Posts a WRITE of `sge` to the peer, with the message `msg` for its receive when `imm`;
+// wr_id tags the completion.
 int post_write(Rsocket& s, ibv_sge* sge, int nsge, std::uint32_t msg, std::uint32_t ring_bytes, bool imm,
                bool inline_data, std::uint64_t remote_addr, std::uint32_t rkey);
 // How many of `want` bytes the staging ring takes now, contiguous from its head.

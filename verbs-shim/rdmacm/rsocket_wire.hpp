@@ -30,6 +30,10 @@ inline constexpr std::uint32_t message(Op op, std::uint32_t arg) {
 inline constexpr std::uint32_t op_bits(std::uint32_t msg) { return msg >> 29; }
 inline constexpr std::uint32_t arg_of(std::uint32_t msg) { return msg & kArgMask; }
 
+// On iWARP a message travels in a SEND of its own (rdma-core's RS_OPT_MSG_SEND): these 4
+// bytes, in the sender's byte order, as rdma-core sends them.
+inline constexpr std::uint32_t kMsgSize = 4;
+
 enum class Ctrl : std::uint32_t { disconnect = 0, keepalive = 1, shutdown = 2 };
 
 // Each side's target SGL holds two entries (a receive buffer is offered in halves), and the
