@@ -260,10 +260,11 @@ CASES = [
     # its server now and then takes the flush of its receives at the client's close (iWARP's
     # close moves the QP to ERR, as siw's does) for a failure.
     rping("iwarp.rping", [], **IWARP),
-    rping("iwarp.rping.validate", ["-V"], **IWARP),
+    rping("iwarp.rping.validate", ["-V"], veth=VETH_BOTH, **IWARP),
     rping("iwarp.rping.size_4096", ["-V"], size=4096, **IWARP),
     perftest("iwarp.ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
-    perftest("iwarp.ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", veth=VETH_IPV4,
+             **IWARP),
     perftest("iwarp.ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
     perftest("iwarp.ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),
     perftest("iwarp.ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),

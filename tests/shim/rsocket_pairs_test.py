@@ -137,7 +137,7 @@ CASES = [
     custom("riostream.async_blocking", "riostream", 4096, 100, 10, "abv"),
     # On srdmaiw0 (softrdma run --iwarp, embedded only), where there is no immediate data: each
     # message is a WRITE and then a SEND of its own, as rdma-core's rsockets send on iWARP.
-    custom("iwarp.rstream.blocking", "rstream", MIB, 20, 2, "bv", **IWARP),
+    custom("iwarp.rstream.blocking", "rstream", MIB, 20, 2, "bv", veth=VETH_BOTH, **IWARP),
     custom("iwarp.rstream.nonblocking", "rstream", 65536, 100, 2, "nv", **IWARP),
     custom("iwarp.rstream.small", "rstream", 64, 1000, 2, "bv", **IWARP),
     custom("iwarp.rstream.buffer_8k", "rstream", 100000, 20, 2, "bv", extra=["-B", "8192"], **IWARP),
