@@ -212,6 +212,7 @@ BoundDevice start_iwarp(const BoundDevice& roce) {
   }
   host::IwarpHostConfig config;
   config.ip = roce.link->address();
+  config.shared_capture = roce.host->capture();  // SOFTRDMA_CAPTURE: one file for both devices
   host::IwarpHostStart started = host::IwarpHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;

@@ -106,6 +106,9 @@ class EmbeddedHost {
 
   const std::string& address() const { return backend_->local_address(); }  // "127.0.0.2", "::1"
   const core::Gid& gid() const { return backend_->local_gid(); }            // GID index 0
+  // The capture (SOFTRDMA_CAPTURE), for the iWARP device beside this one to write its frames
+  // into the same file; null without one. Set at start, never changed.
+  net::CaptureStage* capture() const { return capture_.get(); }
 
   // Runs f(device, now) under the host's lock and returns what it returns (f must not keep
   // the Device& beyond the call, nor call into the host: the lock is not recursive).

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/udp_gid.hpp"
 
 namespace softrdma::host {
@@ -36,9 +35,15 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
     s.error = "iWARP device: eventfd failed";
     return s;
   }
+  host->capture_ = config.shared_capture;
   if (config.capture_path) {
-    host->pcap_ = net::PcapWriter::create(*config.capture_path, net::kLinkEthernet, s.error, 1 << 20);
-    if (!host->pcap_) return s;
+    net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
+    if (!capture.stage) {
+      s.error = "iWARP device: " + capture.error;
+      return s;
+    }
+    host->own_capture_ = std::move(capture.stage);
+    host->capture_ = host->own_capture_.get();
   }
   host->thread_ = std::thread([h = host.get()] { h->run(); });
   s.host = std::move(host);
@@ -254,14 +259,14 @@ void IwarpHost::finish_connect(std::uint32_t id, Connection& c) {
 }
 
 void IwarpHost::capture_open(Connection& c, net::TcpSide opener) {
-  if (!pcap_) return;
+  if (capture_ == nullptr) return;
   const core::TcpEndpoint local = net::local_endpoint(c.fd.get()), remote = net::remote_endpoint(c.fd.get());
   net::TcpCaptureOptions options;
   options.mss = static_cast<std::uint16_t>(
       std::min<std::uint32_t>(net::segment_size(c.fd.get()), net::TcpStreamCapture::kMaxMss));
   c.capture = std::make_unique<net::TcpStreamCapture>(
       net::TcpConnectionEnds{local.address, remote.address, local.port, remote.port, opener},
-      [this](std::uint64_t t, std::span<const std::uint8_t> frame) { pcap_->write(t, frame); }, options);
+      [this](std::uint64_t t, std::span<const std::uint8_t> frame) { capture_->record_frame(t, frame); }, options);
   c.capture->open(net::CaptureStage::wall_clock_ns());
 }
 

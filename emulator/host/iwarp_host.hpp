@@ -30,7 +30,7 @@
 #include "emulator/core/memory.hpp"
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/host_clock.hpp"
-#include "emulator/net/pcap_file.hpp"
+#include "emulator/net/capture_stage.hpp"
 #include "emulator/net/tcp_socket.hpp"
 #include "emulator/net/tcp_stream_capture.hpp"
 
@@ -43,6 +43,9 @@ struct IwarpHostConfig {
   // Write every connection as the frames a capture on the wire would show (TCP with the
   // MPA/DDP/RDMAP it carries; net/tcp_stream_capture.hpp) to this pcap file; none: off.
   std::optional<std::string> capture_path;
+  // Or into a capture already open (the RoCE device's, so that one file holds both); it must
+  // outlive the host.
+  net::CaptureStage* shared_capture = nullptr;
 };
 
 class IwarpHost;
@@ -120,7 +123,8 @@ class IwarpHost {
   std::vector<core::IwarpEvent> pending_events_;  // for the progress thread to deliver
   std::vector<std::uint32_t> completed_cqs_;      // emptied each time: nobody mirrors CQs here
   EventDelivery events_;
-  std::optional<net::PcapWriter> pcap_;  // with a capture file
+  std::unique_ptr<net::CaptureStage> own_capture_;  // with a capture file of its own
+  net::CaptureStage* capture_ = nullptr;            // own_capture_ or a shared one; null: off
   std::mutex handler_mutex_;
   IwarpEventHandler handler_;
   net::SocketFd wake_fd_;  // an eventfd: new sockets or bytes for the progress thread

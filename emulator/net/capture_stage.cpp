@@ -94,20 +94,26 @@ void CaptureStage::record(std::uint64_t time_ns, Direction direction, const core
   record_locked(time_ns, direction, route, dst_port, payload);
 }
 
+CaptureStage::QueuedFrame* CaptureStage::enqueue_locked(std::uint64_t time_ns, std::size_t frame_len) {
+  if (closing_ || queue_.bytes + sizeof(PcapRecordHeader) + frame_len > kMaxQueuedBytes) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  QueuedFrame& f = queue_.frames.emplace_back();
+  f.record = PcapRecordHeader::make(time_ns, static_cast<std::uint32_t>(frame_len));
+  queue_.bytes += sizeof(PcapRecordHeader) + frame_len;
+  return &f;
+}
+
 void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route,
                                  std::uint16_t dst_port, std::span<const std::uint8_t> payload,
                                  std::vector<std::uint8_t>* take) {
   const wire::EthernetRepr eth{mac_for(route.dst), mac_for(route.src), -1};
   const std::size_t headers_len = roce_headers_length(eth, route);
-  const std::size_t frame_len = headers_len + payload.size();
-  if (closing_ || queue_.bytes + sizeof(PcapRecordHeader) + frame_len > kMaxQueuedBytes) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  QueuedFrame& f = queue_.frames.emplace_back();
-  f.record = PcapRecordHeader::make(time_ns, static_cast<std::uint32_t>(frame_len));
+  QueuedFrame* queued = enqueue_locked(time_ns, headers_len + payload.size());
+  if (queued == nullptr) return;
+  QueuedFrame& f = *queued;
   f.headers_length = static_cast<std::uint8_t>(headers_len);
-  queue_.bytes += sizeof(PcapRecordHeader) + frame_len;
   // The header the engine sealed the ICRC over, with the TTL the socket really sends: the
   // route's hop limit, the kernel's default (64) for 0; a received packet's is not reported
   // to us.
@@ -122,6 +128,20 @@ void CaptureStage::record_locked(std::uint64_t time_ns, Direction direction, con
     queue_.copied.resize(f.copied_at + payload.size());
     core::copy_bytes(queue_.copied.data() + f.copied_at, payload.data(), payload.size());  // see copy_bytes.hpp
   }
+}
+
+void CaptureStage::record_frame(std::uint64_t time_ns, std::span<const std::uint8_t> frame) {
+  {
+    std::lock_guard lock(mutex_);
+    QueuedFrame* queued = enqueue_locked(time_ns, frame.size());
+    if (queued == nullptr) return;
+    QueuedFrame& f = *queued;
+    f.copied_at = queue_.copied.size();
+    f.copied_length = frame.size();
+    queue_.copied.resize(f.copied_at + frame.size());
+    core::copy_bytes(queue_.copied.data() + f.copied_at, frame.data(), frame.size());
+  }
+  commit();
 }
 
 void CaptureStage::commit() { wake_.notify_one(); }

@@ -83,6 +83,9 @@ class CaptureStage {
   // `payload` (BTH..ICRC). Queued; the writer thread writes it after the next commit().
   void record(std::uint64_t time_ns, Direction direction, const core::Endpoints& route, std::uint16_t dst_port,
               std::span<const std::uint8_t> payload);
+  // A whole frame made elsewhere (the iWARP device's TCP segments, net/tcp_stream_capture.hpp),
+  // copied and queued as it is; committed.
+  void record_frame(std::uint64_t time_ns, std::span<const std::uint8_t> frame);
   // Wakes the writer for what was recorded (once per burst).
   void commit();
   // Waits until everything recorded so far is in the file.
@@ -128,6 +131,9 @@ class CaptureStage {
   };
 
   void run();  // the writer thread
+  // A new frame of `frame_len` bytes in the queue, its record header made; null when the
+  // queue is full or closing (counted as dropped). mutex_ held.
+  QueuedFrame* enqueue_locked(std::uint64_t time_ns, std::size_t frame_len);
   // Queues a frame carrying `payload`, or the bytes of `take` when given (mutex_ held).
   void record_locked(std::uint64_t time_ns, Direction direction, const core::Endpoints& route, std::uint16_t dst_port,
                      std::span<const std::uint8_t> payload, std::vector<std::uint8_t>* take = nullptr);

@@ -33,11 +33,7 @@ def main(argv):
         return 2
     softrdma, validate = argv[1], argv[2]
     pairs.need_program("ibv_rc_pingpong")
-    if not os.path.exists(validate):
-        pairs.skip(f"the capture validator {validate} is absent (it lives in ../shared/tools)")
-    for tool, package in (("tshark", "tshark"), ("capinfos", "wireshark-common")):
-        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
-            pairs.skip(f"{tool} is not installed (apt-get install {package})")
+    pairs.need_capture_tools(validate)
 
     pair = pairs.pingpong("ibv_rc_pingpong", "ibv_rc_pingpong", ["-c", "-n", str(ITERS), "-s", str(SIZE)], SIZE, ITERS)
     with tempfile.TemporaryDirectory(prefix="softrdma-capture-") as work:

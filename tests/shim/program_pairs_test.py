@@ -57,6 +57,7 @@ and dies with this script.
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -293,6 +294,15 @@ def stop_process(p, sig=signal.SIGTERM, timeout=10):
 def skip(message):
     print(f"SKIPPED: {message}", flush=True)
     sys.exit(SKIP)
+
+
+def need_capture_tools(validate):
+    """Exits 77 unless the capture validator, tshark and capinfos are there."""
+    if not os.path.exists(validate):
+        skip(f"the capture validator {validate} is absent (it lives in ../shared/tools)")
+    for tool, package in (("tshark", "tshark"), ("capinfos", "wireshark-common")):
+        if shutil.which(tool) is None:
+            skip(f"{tool} is not installed (apt-get install {package})")
 
 
 def clean_env():
