@@ -218,12 +218,14 @@ BoundDevice start_iwarp(const BoundDevice& roce) {
     bound.error = started.error;
     return bound;
   }
-  bound.link = new host::IwarpLink(*started.host.release());  // never freed: see host_link.hpp
+  host::IwarpHost& iwarp = *started.host.release();  // never freed: see host_link.hpp
+  bound.link = new host::IwarpLink(iwarp);
   if (!identify(bound, Transport::iwarp)) {
     bound.link = nullptr;
     return bound;
   }
   route_events(bound);
+  report_iwarp_host(&iwarp);
   return bound;
 }
 

@@ -37,6 +37,7 @@ void write_exit_snapshot() {
 }
 
 host::StatsEndpoint* endpoint = nullptr;  // never freed, like the host it reports on
+std::atomic<host::IwarpHost*> iwarp_host{nullptr};
 
 void remove_endpoint() { endpoint->remove_file(); }
 
@@ -50,8 +51,12 @@ std::string absolute(const std::string& path) {
 }  // namespace
 
 host::StatsReport process_report(host::EmbeddedHost& h) {
-  return host::report_of(h, program_invocation_short_name, kDeviceName);
+  host::StatsReport r = host::report_of(h, program_invocation_short_name, kDeviceName);
+  if (host::IwarpHost* iwarp = iwarp_host.load()) r.iwarp = host::iwarp_report_of(*iwarp, kIwarpDeviceName);
+  return r;
 }
+
+void report_iwarp_host(host::IwarpHost* h) { iwarp_host.store(h); }
 
 void arm_exit_snapshot() {
   const char* file = std::getenv(kStatsFileVariable);

@@ -16,8 +16,11 @@ namespace softrdma::shim {
 inline constexpr const char* kStatsFileVariable = "SOFTRDMA_STATS_FILE";
 
 // This process's report: pid, program name, srdma0, the bound address, the host's counters and
-// its live QPs.
+// its live QPs; and srdmaiw0's, once it has started.
 host::StatsReport process_report(host::EmbeddedHost& host);
+
+// The iWARP device the report adds, once it has started (softrdma run --iwarp).
+void report_iwarp_host(host::IwarpHost* host);
 
 // Reads SOFTRDMA_STATS_FILE (a relative name is taken from the current folder now, so a later
 // chdir does not move it) and registers the exit handler. Called before the host starts:

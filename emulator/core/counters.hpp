@@ -42,6 +42,23 @@ struct QpCounters {
   }
 };
 
+// The iWARP device's connections (iwarp_cm.cpp) and stream errors (iwarp_receiver.cpp,
+// iwarp_terminate.cpp); its FPDUs are counted as packets in QpCounters.
+struct IwarpCounters {
+  std::uint64_t connections_initiated = 0;  // MPA exchanges completed as the initiator
+  std::uint64_t connections_accepted = 0;   // and as the responder
+  std::uint64_t connects_refused = 0;       // our connects the peer refused: an MPA reject, or TCP refused
+  std::uint64_t connects_unreachable = 0;   // our connects TCP could not make in time
+  std::uint64_t connect_errors = 0;         // MPA exchanges that failed: wrong frames, key or revision
+  std::uint64_t rejects_sent = 0;           // requests we refused (MPA Reply with R set)
+  std::uint64_t disconnects = 0;            // established connections that ended, either side first
+  std::uint64_t terminates_sent = 0;        // streams we ended for an error (RFC 5040 s7)
+  std::uint64_t terminates_received = 0;    // streams the peer ended so
+  std::uint64_t crc_err = 0;                // FPDUs whose MPA CRC was wrong (RFC 5044 s4.4)
+  std::uint64_t tcp_bytes_sent = 0;         // given to the host's sockets: MPA frames and FPDUs
+  std::uint64_t tcp_bytes_received = 0;
+};
+
 // QP1's: the communication manager's MADs (connection_manager.hpp).
 struct CmCounters {
   std::uint64_t mads_sent = 0;

@@ -232,6 +232,10 @@ class Device {
 
   // The device's counters; `qps` sums every QP's, live or destroyed.
   DeviceCounters counters() const;
+  // The iWARP connections' and streams' counters (IwarpConnectionManager and the iWARP
+  // transport count them here); zero on a RoCE device.
+  const IwarpCounters& iwarp_counters() const { return iwarp_counters_; }
+  IwarpCounters& iwarp_counters() { return iwarp_counters_; }
   // Fault injection (SOFTRDMA_FAULTS "rnr=K"): the next `count` RC requests that need a
   // receive WQE are answered with an RNR NAK as if the receive queue were empty (s9.7.5.1.5).
   void force_rnr(std::uint32_t count) { forced_rnr_ = count; }
@@ -326,7 +330,8 @@ class Device {
   std::deque<std::uint32_t> stream_ready_;   // iWARP QPs to ask for FPDUs (wake())
   std::deque<std::uint32_t> stream_closes_;  // next_stream_close()
   DeviceCounters counters_;                  // qps: the destroyed QPs' sum only (counters() adds the live ones)
-  std::uint32_t forced_rnr_ = 0;             // force_rnr(): RNR NAKs still to force
+  IwarpCounters iwarp_counters_;
+  std::uint32_t forced_rnr_ = 0;  // force_rnr(): RNR NAKs still to force
   ConnectionManager cm_;
   std::uint32_t gsi_psn_ = 0;  // QP1's next PSN
   MulticastGroups groups_;

@@ -71,6 +71,7 @@ int IwarpConnectionManager::reject(std::uint32_t id, std::span<const std::uint8_
   Connection* c = find(id);
   if (!c || c->phase != Phase::awaiting_consumer || private_data.size() > MpaOffer::max_private_data) return EINVAL;
   c->mpa->reject(private_data);
+  ++device_.iwarp_counters().rejects_sent;
   mark_ready(id);
   close(id, *c);
   return 0;
@@ -139,6 +140,7 @@ std::uint32_t IwarpConnectionManager::tcp_accepted(std::uint32_t listener, const
 void IwarpConnectionManager::tcp_received(std::uint32_t id, std::span<const std::uint8_t> bytes) {
   Connection* c = find(id);
   if (!c) return;
+  device_.iwarp_counters().tcp_bytes_received += bytes.size();
   switch (c->phase) {
     case Phase::exchanging: {
       const std::size_t used = c->mpa->receive(bytes);
@@ -189,6 +191,13 @@ std::optional<std::uint32_t> IwarpConnectionManager::next_ready() {
 }
 
 bool IwarpConnectionManager::tcp_transmit(std::uint32_t id, std::vector<std::uint8_t>& out) {
+  const std::size_t before = out.size();
+  const bool any = next_bytes(id, out);
+  device_.iwarp_counters().tcp_bytes_sent += out.size() - before;
+  return any;
+}
+
+bool IwarpConnectionManager::next_bytes(std::uint32_t id, std::vector<std::uint8_t>& out) {
   Connection* c = find(id);
   if (!c) return false;
   if (c->mpa) {
@@ -236,7 +245,31 @@ void IwarpConnectionManager::emit(IwarpEventType type, std::uint32_t id, const C
     e.ird = settled.ird;
     e.ord = settled.ord;
   }
+  count(type, c);
   events_.push_back(std::move(e));
+}
+
+void IwarpConnectionManager::count(IwarpEventType type, const Connection& c) {
+  IwarpCounters& n = device_.iwarp_counters();
+  switch (type) {
+    case IwarpEventType::established:
+      ++(c.listener ? n.connections_accepted : n.connections_initiated);
+      break;
+    case IwarpEventType::rejected:
+      ++n.connects_refused;
+      break;
+    case IwarpEventType::unreachable:
+      ++n.connects_unreachable;
+      break;
+    case IwarpEventType::connect_error:
+      ++n.connect_errors;
+      break;
+    case IwarpEventType::disconnected:
+      ++n.disconnects;
+      break;
+    case IwarpEventType::connect_request:
+      break;
+  }
 }
 
 void IwarpConnectionManager::after_exchange(std::uint32_t id, Connection& c, std::span<const std::uint8_t> rest) {
@@ -252,7 +285,11 @@ void IwarpConnectionManager::after_exchange(std::uint32_t id, Connection& c, std
       emit(IwarpEventType::rejected, id, c, ECONNREFUSED);
       return close(id, c);
     case State::failed:
-      if (!c.listener) emit(IwarpEventType::connect_error, id, c, EPROTO);
+      // A listener's consumer has not heard of the connection: it is only counted.
+      if (c.listener)
+        count(IwarpEventType::connect_error, c);
+      else
+        emit(IwarpEventType::connect_error, id, c, EPROTO);
       return close(id, c);
     case State::awaiting_request:
     case State::awaiting_reply:

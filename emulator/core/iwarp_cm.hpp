@@ -100,6 +100,8 @@ class IwarpConnectionManager {
   };
 
   Connection* find(std::uint32_t id);
+  bool next_bytes(std::uint32_t id, std::vector<std::uint8_t>& out);  // tcp_transmit's, uncounted
+  void count(IwarpEventType type, const Connection& c);               // in the device's IwarpCounters
   std::uint32_t open(Connection c);
   IwarpEvent event_of(IwarpEventType type, std::uint32_t id, const Connection& c) const;
   void emit(IwarpEventType type, std::uint32_t id, const Connection& c, int status = 0);

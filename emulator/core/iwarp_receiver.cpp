@@ -166,6 +166,7 @@ void place_read_response(Device& d, Qp& q, const RdmapMessage& m) {
 
 // The peer ended the stream (RFC 5040 s7.1): the operation it refused fails, the rest flush.
 void on_terminate(Device& d, Qp& q, const RdmapMessage& m) {
+  ++d.iwarp_counters().terminates_received;
   for (SendWqe& w : q.sq) {
     if (!w.complete) {
       if (w.started) return Completer::fail(d, q, w, terminate_status(m.terminate));
@@ -179,7 +180,10 @@ void on_fpdu(Device& d, Qp& q, const MpaStreamItem& item) {
   ++q.counters.rcvd_pkts;
   q.counters.rcvd_bytes += item.end_offset - item.stream_offset;
   const RdmapMessage& m = item.fpdu.message;
-  if (item.fpdu.crc_checked && !item.fpdu.crc_ok) return iwarp_terminate(d, q, cause::mpa_crc_error, nullptr);
+  if (item.fpdu.crc_checked && !item.fpdu.crc_ok) {
+    ++d.iwarp_counters().crc_err;
+    return iwarp_terminate(d, q, cause::mpa_crc_error, nullptr);
+  }
   switch (m.opcode) {
     case RdmapOpcode::write:
       return place_write(d, q, m);
@@ -205,6 +209,7 @@ void IwarpReceiver::on_bytes(Device& d, Qp& q, std::span<const std::uint8_t> byt
     if (q.state() == QpState::err) return;
     if (item.kind == MpaItemKind::fpdu) return on_fpdu(d, q, item);
     ++q.counters.rcvd_pkts;
+    if (item.error == wire::Error::bad_crc) ++d.iwarp_counters().crc_err;  // one whose header made no sense
     iwarp_terminate(d, q, decode_error_cause(item.error), nullptr);
   });
 }

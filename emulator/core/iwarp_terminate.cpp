@@ -39,6 +39,7 @@ void iwarp_terminate(Device& d, Qp& q, wire::iwarp::TerminateCause cause, const 
   t.error_code = cause.error_code;
   if (in_error) copy_headers(*in_error, t);
   s.terminate = t;
+  ++d.iwarp_counters().terminates_sent;
   d.enter_error(q);
 }
 

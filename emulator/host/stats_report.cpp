@@ -142,6 +142,22 @@ void put(JsonOut& j, const net::FaultCounters& c) {
   j.number("delayed", c.delayed);
 }
 
+static_assert(sizeof(core::IwarpCounters) == 12 * sizeof(std::uint64_t), "an IwarpCounters field is missing below");
+void put(JsonOut& j, const core::IwarpCounters& c) {
+  j.number("connections_initiated", c.connections_initiated);
+  j.number("connections_accepted", c.connections_accepted);
+  j.number("connects_refused", c.connects_refused);
+  j.number("connects_unreachable", c.connects_unreachable);
+  j.number("connect_errors", c.connect_errors);
+  j.number("rejects_sent", c.rejects_sent);
+  j.number("disconnects", c.disconnects);
+  j.number("terminates_sent", c.terminates_sent);
+  j.number("terminates_received", c.terminates_received);
+  j.number("crc_err", c.crc_err);
+  j.number("tcp_bytes_sent", c.tcp_bytes_sent);
+  j.number("tcp_bytes_received", c.tcp_bytes_received);
+}
+
 void put(JsonOut& j, const std::vector<net::NamedCount>& counts) {
   for (const net::NamedCount& c : counts) j.number(c.name, c.value);
 }
@@ -151,6 +167,34 @@ void put_object(JsonOut& j, std::string_view name, const Counters& c) {
   j.open(name);
   put(j, c);
   j.close();
+}
+
+void put_qps(JsonOut& j, const std::vector<core::QpStats>& qps);
+
+void put(JsonOut& j, const IwarpDeviceReport& r) {
+  j.string("device", r.device);
+  j.string("address", r.address);
+  put_object(j, "counters", r.counters);
+  put_object(j, "iwarp", r.iwarp);
+  put_qps(j, r.qps);
+}
+
+}  // namespace
+
+namespace {
+
+void put_qps(JsonOut& j, const std::vector<core::QpStats>& qps) {
+  j.open_array("qps");
+  for (const core::QpStats& q : qps) {
+    j.open();
+    j.number("qpn", q.qpn);
+    j.string("type", type_name(q.type));
+    j.string("state", state_name(q.state));
+    j.number("dest_qpn", q.dest_qpn);
+    put(j, q.counters);
+    j.close();
+  }
+  j.close_array();
 }
 
 }  // namespace
@@ -205,17 +249,8 @@ std::string to_json(const StatsReport& r) {
   j.close();
   if (!r.host.port.empty()) put_object(j, "port", r.host.port);
   if (!r.dma.empty()) put_object(j, "dma", r.dma);
-  j.open_array("qps");
-  for (const core::QpStats& q : r.qps) {
-    j.open();
-    j.number("qpn", q.qpn);
-    j.string("type", type_name(q.type));
-    j.string("state", state_name(q.state));
-    j.number("dest_qpn", q.dest_qpn);
-    put(j, q.counters);
-    j.close();
-  }
-  j.close_array();
+  put_qps(j, r.qps);
+  if (r.iwarp) put_object(j, "iwarp_device", *r.iwarp);
   j.close();
   return std::move(j.text);
 }
@@ -228,6 +263,18 @@ StatsReport report_of(EmbeddedHost& host, std::string program, std::string devic
   r.address = host.address();
   r.qps = host.call([](core::Device& d, core::Time) { return d.qp_stats(); });
   r.host = host.stats();  // after the QPs: the sum then covers at least what they show
+  return r;
+}
+
+IwarpDeviceReport iwarp_report_of(IwarpHost& host, std::string device) {
+  IwarpDeviceReport r;
+  r.device = std::move(device);
+  r.address = host.address();
+  host.call([&r](core::Device& d, core::Time) {
+    r.qps = d.qp_stats();
+    r.counters = d.counters().qps;
+    r.iwarp = d.iwarp_counters();
+  });
   return r;
 }
 

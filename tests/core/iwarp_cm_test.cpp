@@ -215,6 +215,20 @@ TEST_CASE("rdma_disconnect on one side ends the connection on both, flushing the
   CHECK(c.server.side.dev->qp(c.server_qp)->state() == QpState::err);
   CHECK(c.server.side.poll(c.server.side.recv_cq).at(0).status == core::WcStatus::wr_flush_err);
   CHECK(c.client.cm.disconnect(c.client_id) == EINVAL);  // once
+
+  // Each side counted its half of one connection, and the same bytes the other way.
+  const core::IwarpCounters& sc = c.server.side.dev->iwarp_counters();
+  const core::IwarpCounters& cc = c.client.side.dev->iwarp_counters();
+  CHECK(cc.connections_initiated == 1);
+  CHECK(cc.connections_accepted == 0);
+  CHECK(sc.connections_accepted == 1);
+  CHECK(sc.connections_initiated == 0);
+  CHECK(cc.disconnects == 1);
+  CHECK(sc.disconnects == 1);
+  CHECK(cc.tcp_bytes_sent > 0);
+  CHECK(cc.tcp_bytes_sent == sc.tcp_bytes_received);
+  CHECK(sc.tcp_bytes_sent == cc.tcp_bytes_received);
+  CHECK(cc.terminates_sent + cc.terminates_received + sc.terminates_sent + sc.terminates_received == 0);
 }
 
 TEST_CASE("a rejected iWARP connection reaches the client with the server's private data", "[iwarp_cm]") {
@@ -234,6 +248,9 @@ TEST_CASE("a rejected iWARP connection reaches the client with the server's priv
   CHECK(events[0].status == ECONNREFUSED);
   CHECK(events[0].private_data == bytes("no"));
   CHECK(server.events().empty());
+  CHECK(server.side.dev->iwarp_counters().rejects_sent == 1);
+  CHECK(client.side.dev->iwarp_counters().connects_refused == 1);
+  CHECK(client.side.dev->iwarp_counters().connections_initiated == 0);
 }
 
 TEST_CASE("connecting where nobody listens is rejected as TCP refused it", "[iwarp_cm]") {

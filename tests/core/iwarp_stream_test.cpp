@@ -214,6 +214,9 @@ TEST_CASE("a Send with no receive WQE ends both QPs with a DDP Terminate", "[iwa
   CHECK(p.from_b.closed);
   CHECK(p.state(p.a) == QpState::err);
   CHECK(p.state(p.b) == QpState::err);
+  CHECK(p.b.dev->iwarp_counters().terminates_sent == 1);
+  CHECK(p.a.dev->iwarp_counters().terminates_received == 1);
+  CHECK(p.a.dev->iwarp_counters().terminates_sent == 0);
   const auto flushed = p.a.poll(p.a.recv_cq);
   REQUIRE(flushed.size() == 1);
   CHECK(flushed[0].status == WcStatus::wr_flush_err);
@@ -263,6 +266,7 @@ TEST_CASE("a corrupted FPDU is refused with an MPA CRC Terminate when CRCs were 
   REQUIRE(p.a.dev->post_send(0, p.a.qpn, p.send(0, 32)) == 0);
   p.pump();
   check_cause(terminate_sent(p.from_b), wire::iwarp::terminate_cause::mpa_crc_error);
+  CHECK(p.b.dev->iwarp_counters().crc_err == 1);
   CHECK(p.b.poll(p.b.recv_cq).at(0).status == WcStatus::wr_flush_err);
   CHECK(p.state(p.a) == QpState::err);
 }

@@ -13,11 +13,17 @@ usage: stats_file_test.py SOFTRDMA
    name is written in the starting folder, with zero packets and no QPs, and no temporary
    file is left beside it; an unwritable name gives one 'softrdma: stats file' line on stderr
    and changes nothing else.
-Exit 77 when ibv_rc_pingpong or ibv_devinfo is not installed.
+3. An rping -V -C RPING_COUNT pair on two srdmaiw0 devices (--iwarp), both with --stats: each
+   file also holds "iwarp_device", where the client initiated one connection and the server
+   accepted it, each saw it end once, no Terminate and no bad CRC, and the FPDUs are rping's
+   exactly (the client sends a Read Response and two Sends a ping, the server a Read Request,
+   a Write and two Sends), each side's received as the other sent them, and the TCP bytes too.
+Exit 77 when ibv_rc_pingpong or ibv_devinfo is not installed (rping: its part is skipped).
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import program_pairs_test as pairs  # noqa: E402  (Side, listens, free_port, check, ...)
+from rdmacm_pairs_test import free_loopback_pair  # noqa: E402
 
 SIZE, ITERS, MTU = 4096, 50, 1024  # rc_pingpong's defaults except -n: 4 packets a message
 GROUPS = {
@@ -118,6 +125,60 @@ def pair_snapshots(softrdma, work):
     pairs.check(not [k for k in os.listdir(work) if ".tmp." in k], "no temporary file is left", str(os.listdir(work)))
 
 
+RPING_COUNT = 10
+RPING_FPDUS = {"client": 3 * RPING_COUNT, "server": 4 * RPING_COUNT}
+
+
+def iwarp_snapshots(softrdma, work):
+    if shutil.which("rping") is None:
+        print("SKIPPED (iWARP part): rping is not installed (apt-get install rdmacm-utils)")
+        return
+    server_ip, client_ip = free_loopback_pair()
+    port = pairs.free_port()
+    files = {role: os.path.join(work, f"iwarp-{role}.json") for role in ("server", "client")}
+    deadline = time.monotonic() + pairs.PAIR_TIMEOUT
+    sides = {}
+    for role, ip in (("server", server_ip), ("client", client_ip)):
+        sides[role] = pairs.Side(role, [softrdma, "run", "--iwarp", "--ip", ip, "--stats", files[role], "--", "rping",
+                                        "-s" if role == "server" else "-c", "-a", server_ip, "-p", str(port), "-V",
+                                        "-C", str(RPING_COUNT)], work, "iwarp")
+        while role == "server" and sides[role].alive() and not pairs.listens(sides[role].pid, port) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+    for role in ("client", "server"):
+        sides[role].wait(deadline)
+        if not pairs.check(sides[role].proc.returncode == 0, f"iWARP rping {role} exits 0", sides[role].report()):
+            return
+    snap = {}
+    for role in ("server", "client"):
+        obj = load(files[role], f"iWARP {role}")
+        if obj is None or not pairs.check(isinstance(obj.get("iwarp_device"), dict),
+                                          f"iWARP {role}: the file holds iwarp_device", json.dumps(obj)[:2000]):
+            return
+        snap[role] = obj["iwarp_device"]
+        print(f"iWARP {role}: {json.dumps(snap[role])}")
+    s, c = snap["server"], snap["client"]
+    pairs.check(c["device"] == "srdmaiw0" and c["address"] == client_ip and s["address"] == server_ip,
+                "iwarp_device names srdmaiw0 and its address", f"{c['device']} {c['address']} {s['address']}")
+    pairs.check(c["iwarp"]["connections_initiated"] == 1 and c["iwarp"]["connections_accepted"] == 0
+                and s["iwarp"]["connections_accepted"] == 1 and s["iwarp"]["connections_initiated"] == 0,
+                "the client initiated one connection, the server accepted it", f"{c['iwarp']} / {s['iwarp']}")
+    for role, d in snap.items():
+        errors = {k: d["iwarp"][k] for k in ("terminates_sent", "terminates_received", "crc_err", "connect_errors")}
+        pairs.check(d["iwarp"]["disconnects"] == 1 and not any(errors.values()),
+                    f"the {role} saw it end once, with no Terminate and no bad CRC", f"{d['iwarp']}")
+        pairs.check(d["counters"]["sent_pkts"] == RPING_FPDUS[role],
+                    f"the {role} sent rping's {RPING_FPDUS[role]} FPDUs", f"{d['counters']['sent_pkts']}")
+    for a, b in (("server", "client"), ("client", "server")):
+        sa, sb = snap[a], snap[b]
+        pairs.check(sa["counters"]["sent_pkts"] == sb["counters"]["rcvd_pkts"]
+                    and sa["counters"]["sent_bytes"] == sb["counters"]["rcvd_bytes"]
+                    and sa["iwarp"]["tcp_bytes_sent"] == sb["iwarp"]["tcp_bytes_received"]
+                    and sa["iwarp"]["tcp_bytes_sent"] > sa["counters"]["sent_bytes"],
+                    f"what the {a} sent, the {b} received: FPDUs, their bytes, and TCP's (with MPA's frames)",
+                    f"{sa} / {sb}")
+
+
 def devinfo(softrdma, work, stats_file):
     """Runs ibv_devinfo under softrdma with SOFTRDMA_STATS_FILE; returns (pid, exit, stdout, stderr)."""
     env = pairs.clean_env()
@@ -154,6 +215,7 @@ def main(argv):
     with tempfile.TemporaryDirectory(prefix="softrdma-stats-") as work:
         pair_snapshots(softrdma, work)
         devinfo_snapshots(softrdma, work)
+        iwarp_snapshots(softrdma, work)
     return pairs.finish()
 
 

@@ -160,3 +160,43 @@ TEST_CASE("stats table: header, counter groups wrapped, QP rows with the counter
   r.qps.clear();
   CHECK_THAT(render_table(parsed(host::to_json(r))), Catch::EndsWith("  (no live QP)\n"));
 }
+
+TEST_CASE("stats: the iWARP device beside srdma0 in the JSON and under its own line in the table", "[stats]") {
+  host::StatsReport r = sample();
+  CHECK(parsed(host::to_json(r)).find("iwarp_device") == nullptr);  // only with the device
+  host::IwarpDeviceReport iw;
+  iw.device = "srdmaiw0";
+  iw.address = "127.0.0.3";
+  iw.counters.sent_pkts = 40;
+  iw.iwarp.connections_accepted = 1;
+  iw.iwarp.crc_err = 2;
+  iw.iwarp.tcp_bytes_received = 2184;
+  core::QpStats q;
+  q.qpn = 0x21;
+  q.state = core::QpState::err;
+  q.counters.sent_pkts = 40;
+  iw.qps = {q};
+  r.iwarp = iw;
+
+  const JsonValue json = parsed(host::to_json(r));
+  const JsonValue* d = json.find("iwarp_device");
+  REQUIRE(d != nullptr);
+  CHECK(d->find("device")->text == "srdmaiw0");
+  CHECK(d->find("counters")->members.size() == 13);  // the QP counters only: no ICRC, no multicast
+  CHECK(d->find("counters")->find("sent_pkts")->text == "40");
+  CHECK(d->find("iwarp")->members.size() == 12);
+  CHECK(d->find("iwarp")->find("crc_err")->text == "2");
+  CHECK(d->find("iwarp")->find("tcp_bytes_received")->text == "2184");
+  REQUIRE(d->find("qps")->items.size() == 1);
+  CHECK(d->find("qps")->items[0].find("state")->text == "ERR");
+
+  const std::string table = render_table(json);
+  const std::size_t at = table.find("\nsrdmaiw0  127.0.0.3\n");
+  REQUIRE(at != std::string::npos);
+  CHECK(table.find("  0x000011  RC") < at);  // srdma0's QPs first
+  const std::string iwarp = table.substr(at);
+  CHECK_THAT(iwarp, Catch::Contains("\n  counters   sent_pkts=40 "));
+  CHECK_THAT(iwarp, Catch::Contains("\n  iwarp      connections_initiated=0 connections_accepted=1 "));
+  CHECK_THAT(iwarp, Catch::Contains("crc_err=2"));
+  CHECK_THAT(iwarp, Catch::Contains("\n  0x000021  RC    ERR    -"));
+}

@@ -109,23 +109,36 @@ void qp_table(std::string& out, const JsonValue& qps) {
   }
 }
 
-}  // namespace
-
-std::string render_table(const JsonValue& report) {
-  std::string out = "PID " + text_of(report.find("pid")) + "  " + text_of(report.find("program")) + "  " +
-                    text_of(report.find("device")) + "  " + text_of(report.find("address")) + "\n";
+// A device's counter groups, then its QP table; then the device beside it (srdmaiw0 in
+// "iwarp_device"), under a line naming it.
+void device_body(std::string& out, const JsonValue& device) {
   const JsonValue* qps = nullptr;
-  for (const auto& [name, value] : report.members) {
+  const JsonValue* beside = nullptr;
+  for (const auto& [name, value] : device.members) {
     if (value.kind == JsonValue::Kind::array) {
       qps = &value;
     } else if (value.kind == JsonValue::Kind::object && all_numbers(value)) {
       group_line(out, name, value);
+    } else if (value.kind == JsonValue::Kind::object && value.find("device") != nullptr) {
+      beside = &value;
     } else if (value.kind == JsonValue::Kind::object) {  // faults: {"tx": {...}, "rx": {...}}
       for (const auto& [sub, counters] : value.members)
         if (counters.kind == JsonValue::Kind::object) group_line(out, name + " " + sub, counters);
     }
   }
   if (qps != nullptr) qp_table(out, *qps);
+  if (beside != nullptr) {
+    out += text_of(beside->find("device")) + "  " + text_of(beside->find("address")) + "\n";
+    device_body(out, *beside);
+  }
+}
+
+}  // namespace
+
+std::string render_table(const JsonValue& report) {
+  std::string out = "PID " + text_of(report.find("pid")) + "  " + text_of(report.find("program")) + "  " +
+                    text_of(report.find("device")) + "  " + text_of(report.find("address")) + "\n";
+  device_body(out, report);
   return out;
 }
 
