@@ -29,6 +29,7 @@
 #include "emulator/core/qp.hpp"
 #include "emulator/core/qp_transition.hpp"
 #include "emulator/core/roce_headers.hpp"
+#include "emulator/core/uninitialised_bytes.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "wire/ib_packet.hpp"
 
@@ -205,7 +206,7 @@ class Device {
   // Appends the QP's next FPDU to `out`; false when it has none to send now. The host asks
   // again while it has room to write: a peer that reads slowly holds the WRs in the send
   // queue, not in buffers.
-  bool stream_transmit(std::uint32_t qpn, std::vector<std::uint8_t>& out);
+  bool stream_transmit(std::uint32_t qpn, UninitialisedBytes& out);
   // The connection ended under the QP (a reset, or the peer closed it): ERR, WRs flushed.
   void stream_lost(std::uint32_t qpn);
   // A QP that something touched since stream_transmit() last had nothing for it.

@@ -41,7 +41,7 @@ void Device::stream_receive(std::uint32_t qpn, std::span<const std::uint8_t> byt
   wake(*q);
 }
 
-bool Device::stream_transmit(std::uint32_t qpn, std::vector<std::uint8_t>& out) {
+bool Device::stream_transmit(std::uint32_t qpn, UninitialisedBytes& out) {
   Qp* q = find_qp(qpn);
   return q && q->stream && IwarpSender::next(*this, *q, out);
 }

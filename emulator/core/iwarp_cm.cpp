@@ -190,14 +190,14 @@ std::optional<std::uint32_t> IwarpConnectionManager::next_ready() {
   return std::nullopt;
 }
 
-bool IwarpConnectionManager::tcp_transmit(std::uint32_t id, std::vector<std::uint8_t>& out) {
+bool IwarpConnectionManager::tcp_transmit(std::uint32_t id, UninitialisedBytes& out) {
   const std::size_t before = out.size();
   const bool any = next_bytes(id, out);
   device_.iwarp_counters().tcp_bytes_sent += out.size() - before;
   return any;
 }
 
-bool IwarpConnectionManager::next_bytes(std::uint32_t id, std::vector<std::uint8_t>& out) {
+bool IwarpConnectionManager::next_bytes(std::uint32_t id, UninitialisedBytes& out) {
   Connection* c = find(id);
   if (!c) return false;
   if (c->mpa) {

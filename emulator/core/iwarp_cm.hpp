@@ -84,7 +84,7 @@ class IwarpConnectionManager {
   // tcp_transmit() still gives, then closes.
   std::optional<std::uint32_t> next_ready();
   // Appends the connection's next bytes to `out` (an MPA frame or one FPDU); false when none.
-  bool tcp_transmit(std::uint32_t id, std::vector<std::uint8_t>& out);
+  bool tcp_transmit(std::uint32_t id, UninitialisedBytes& out);
 
  private:
   enum class Phase : std::uint8_t { connecting, exchanging, awaiting_consumer, established, closed };
@@ -100,8 +100,8 @@ class IwarpConnectionManager {
   };
 
   Connection* find(std::uint32_t id);
-  bool next_bytes(std::uint32_t id, std::vector<std::uint8_t>& out);  // tcp_transmit's, uncounted
-  void count(IwarpEventType type, const Connection& c);               // in the device's IwarpCounters
+  bool next_bytes(std::uint32_t id, UninitialisedBytes& out);  // tcp_transmit's, uncounted
+  void count(IwarpEventType type, const Connection& c);        // in the device's IwarpCounters
   std::uint32_t open(Connection c);
   IwarpEvent event_of(IwarpEventType type, std::uint32_t id, const Connection& c) const;
   void emit(IwarpEventType type, std::uint32_t id, const Connection& c, int status = 0);

@@ -26,8 +26,7 @@ std::size_t max_ulpdu(const StreamParams& p) {
 // Appends one FPDU: `m`'s headers, then `payload_length` bytes that fill() writes; nothing if
 // fill() fails.
 template <typename Fill>
-bool append_fpdu(Qp& q, std::vector<std::uint8_t>& out, const RdmapMessage& m, std::size_t payload_length,
-                 Fill&& fill) {
+bool append_fpdu(Qp& q, UninitialisedBytes& out, const RdmapMessage& m, std::size_t payload_length, Fill&& fill) {
   const std::size_t start = out.size();
   const std::size_t header = m.header_length();
   out.resize(start + wire::iwarp::fpdu_length(header + payload_length));
@@ -72,7 +71,7 @@ RdmapOpcode send_opcode(const SendWr& wr) {
   return se ? RdmapOpcode::send_se : RdmapOpcode::send;
 }
 
-bool send_terminate(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
+bool send_terminate(Device& d, Qp& q, UninitialisedBytes& out) {
   IwarpStream& s = *q.stream;
   RdmapMessage m = untagged(RdmapOpcode::terminate, rdmap_queue::terminate, 1, 0, true);
   m.terminate = *s.terminate;
@@ -84,7 +83,7 @@ bool send_terminate(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
 
 // The next Read Response segment of the oldest accepted Read Request (RFC 5040 s5.3: in the
 // order the requests came).
-bool send_read_response(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
+bool send_read_response(Device& d, Qp& q, UninitialisedBytes& out) {
   IwarpStream& s = *q.stream;
   InboundRead& r = s.reads.front();
   const std::size_t room = max_ulpdu(s.params) - wire::iwarp::Ddp::tagged_length;
@@ -101,7 +100,7 @@ bool send_read_response(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
   return true;
 }
 
-bool send_read_request(Qp& q, SendWqe& w, std::vector<std::uint8_t>& out) {
+bool send_read_request(Qp& q, SendWqe& w, UninitialisedBytes& out) {
   IwarpStream& s = *q.stream;
   RdmapMessage m = untagged(RdmapOpcode::read_request, rdmap_queue::read_request, s.read_request_msn, 0, true);
   // The sink is where the first SGE starts; the response is scattered over the SGE list by
@@ -122,7 +121,7 @@ bool send_read_request(Qp& q, SendWqe& w, std::vector<std::uint8_t>& out) {
 }
 
 // The next FPDU of a Send or RDMA Write; its last one completes the WQE.
-bool send_data_segment(Device& d, Qp& q, SendWqe& w, std::vector<std::uint8_t>& out) {
+bool send_data_segment(Device& d, Qp& q, SendWqe& w, UninitialisedBytes& out) {
   IwarpStream& s = *q.stream;
   const bool is_write = w.wr.opcode == WrOpcode::rdma_write;
   const std::size_t header = is_write ? wire::iwarp::Ddp::tagged_length : wire::iwarp::Ddp::untagged_length;
@@ -163,7 +162,7 @@ bool may_start(const Qp& q, const SendWqe& w) {
   return true;
 }
 
-bool send_request(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
+bool send_request(Device& d, Qp& q, UninitialisedBytes& out) {
   // In SQD the sender finishes the message it started and starts none (s10.3.1).
   const bool draining = q.state() == QpState::sqd;
   if (q.state() != QpState::rts && !draining) return false;
@@ -194,7 +193,7 @@ bool iwarp_supports(WrOpcode op) {
          op == WrOpcode::rdma_read || op == WrOpcode::local_inv || op == WrOpcode::bind_mw;
 }
 
-bool IwarpSender::next(Device& d, Qp& q, std::vector<std::uint8_t>& out) {
+bool IwarpSender::next(Device& d, Qp& q, UninitialisedBytes& out) {
   IwarpStream& s = *q.stream;
   if (s.closing) return false;
   if (s.terminate) return send_terminate(d, q, out);

@@ -14,7 +14,7 @@ namespace softrdma::core {
 
 struct IwarpSender {
   // Appends the QP's next FPDU to `out`; false when it has nothing to send now.
-  static bool next(Device& d, Qp& q, std::vector<std::uint8_t>& out);
+  static bool next(Device& d, Qp& q, UninitialisedBytes& out);
 };
 
 struct IwarpReceiver {

@@ -81,8 +81,27 @@ core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local) 
 }
 
 int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
+  {
+    std::lock_guard lock(mutex_);
+    const int n = device_.poll_cq(cq, out);
+    if (n != 0) return n;
+    if (!read_and_write_held_back()) return 0;
+    after_call();
+  }
+  events_.deliver();
   std::lock_guard lock(mutex_);
   return device_.poll_cq(cq, out);
+}
+
+bool IwarpHost::read_and_write_held_back() {
+  bool acted = false;
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    auto& [id, c] = *it++;  // read() may end the connection and erase it
+    if (c.connecting) continue;
+    if (!c.out.empty() || c.pull_more) acted |= flush(id, c);
+    acted |= read(id, c);
+  }
+  return acted;
 }
 
 void IwarpHost::set_event_handler(IwarpEventHandler handler) {
@@ -188,8 +207,13 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
 // Takes the CM's bytes while the buffer has room. pull_more says whether the CM may have more:
 // only its "nothing" clears it.
 bool IwarpHost::pull(std::uint32_t id, Connection& c) {
+  // What the kernel took goes once it is most of the buffer: a partial send moves nothing.
+  if (c.out_sent >= kOutCap / 2) {
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_sent));
+    c.out_sent = 0;
+  }
   bool pulled = false;
-  while (c.out.size() < kOutCap) {
+  while (c.out.size() - c.out_sent < kOutCap) {
     c.pull_more = cm_.tcp_transmit(id, c.out);
     if (!c.pull_more) break;
     pulled = true;
@@ -199,7 +223,7 @@ bool IwarpHost::pull(std::uint32_t id, Connection& c) {
 
 // Writes what the kernel takes; whether it took everything.
 bool IwarpHost::write_out(Connection& c) {
-  std::size_t sent = 0;
+  std::size_t& sent = c.out_sent;
   while (sent < c.out.size()) {
     const ssize_t n = ::send(c.fd.get(), c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n <= 0) break;
@@ -208,13 +232,15 @@ bool IwarpHost::write_out(Connection& c) {
                       {c.out.data() + sent, static_cast<std::size_t>(n)});
     sent += static_cast<std::size_t>(n);
   }
-  c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
-  return c.out.empty();
+  if (sent < c.out.size()) return false;
+  c.out.clear();
+  sent = 0;
+  return true;
 }
 
-void IwarpHost::read(std::uint32_t id, Connection& c) {
+bool IwarpHost::read(std::uint32_t id, Connection& c) {
   std::uint8_t buffer[kReadChunk];
-  for (;;) {
+  for (bool any = false;; any = true) {
     const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
     if (n > 0) {
       if (c.capture)
@@ -223,7 +249,7 @@ void IwarpHost::read(std::uint32_t id, Connection& c) {
       cm_.tcp_received(id, {buffer, static_cast<std::size_t>(n)});
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return any;
     // The peer's FIN, or a reset: the connection is over.
     if (c.capture) {
       const std::uint64_t now = net::CaptureStage::wall_clock_ns();
@@ -231,7 +257,7 @@ void IwarpHost::read(std::uint32_t id, Connection& c) {
     }
     cm_.tcp_closed(id);
     connections_.erase(id);
-    return;
+    return true;
   }
 }
 

@@ -69,8 +69,10 @@ class IwarpHost {
   // carries out the socket actions and writes the bytes it queued, on this thread.
   template <class F>
   auto call(F&& f);
-  // Device::poll_cq alone: polling changes nothing that would need sockets or the thread, so
-  // an application spinning on its CQ costs only the lock.
+  // Device::poll_cq; when it finds nothing, the caller also reads its connections and writes
+  // what full sockets held back, and polls again if that did something: an application
+  // spinning on its CQ moves its own bytes instead of competing for the CPU with the progress
+  // thread that would.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
@@ -86,7 +88,8 @@ class IwarpHost {
     bool closing = false;                            // the CM asked for the close: written out, then FIN
     bool pull_more = false;                          // the CM has bytes the buffer had no room for
     bool room_awaited = false;                       // the progress thread polls it for POLLOUT
-    std::vector<std::uint8_t> out;                   // taken from the CM, not yet accepted by the kernel
+    core::UninitialisedBytes out;                    // taken from the CM; from out_sent on, not yet
+    std::size_t out_sent = 0;                        // accepted by the kernel
     std::unique_ptr<net::TcpStreamCapture> capture;  // with a capture file, once connected
   };
 
@@ -99,9 +102,10 @@ class IwarpHost {
   bool carry_out_actions();                     // whether there were any
   bool write_ready();                           // whether anything was taken from the CM
   bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
+  bool read_and_write_held_back();              // read() and flush() every connection; whether any did
   bool pull(std::uint32_t id, Connection& c);
   bool write_out(Connection& c);
-  void read(std::uint32_t id, Connection& c);
+  bool read(std::uint32_t id, Connection& c);  // whether it took bytes or an end
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);
   void service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners);

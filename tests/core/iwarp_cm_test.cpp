@@ -107,7 +107,7 @@ struct Tcp {
   }
 
   bool send_all(int n, std::uint32_t id) {
-    Bytes out;
+    core::UninitialisedBytes out;
     while (nodes[n]->cm.tcp_transmit(id, out)) {
     }
     const auto p = peer_of.find({n, id});

@@ -110,13 +110,13 @@ TEST_CASE("iWARP Read Requests stay within the ORD until their responses come", 
   StreamPair p(params);
   for (std::uint64_t i = 0; i < 4; ++i)
     REQUIRE(p.a.dev->post_send(0, p.a.qpn, p.rdma(WrOpcode::rdma_read, i * 100, i * 100, 64, i)) == 0);
-  std::vector<std::uint8_t> out;
+  core::UninitialisedBytes out;
   const auto qpn = p.a.dev->next_stream_ready();
   REQUIRE(qpn);
   std::size_t requests = 0;
   while (p.a.dev->stream_transmit(*qpn, out)) ++requests;
   CHECK(requests == 2);
-  p.from_a.in_flight = out;
+  p.from_a.in_flight.assign(out.begin(), out.end());
   p.pump();
   CHECK(p.a.poll(p.a.send_cq).size() == 4);
 }
@@ -260,7 +260,7 @@ TEST_CASE("a corrupted FPDU is refused with an MPA CRC Terminate when CRCs were 
   p.post_recv(p.b, 0, 64);
   // A payload byte, or one of the queue number's: a damaged header is a CRC error too.
   const bool in_header = GENERATE(false, true);
-  p.tamper = [&](const Side& from, std::vector<std::uint8_t>& fpdu) {
+  p.tamper = [&](const Side& from, core::UninitialisedBytes& fpdu) {
     if (&from == &p.a) fpdu[in_header ? 10 : fpdu.size() / 2] ^= 0x01;
   };
   REQUIRE(p.a.dev->post_send(0, p.a.qpn, p.send(0, 32)) == 0);
@@ -289,7 +289,7 @@ TEST_CASE("a connection lost under an iWARP QP flushes its WRs and asks for the 
   StreamPair p;
   p.post_recv(p.a, 0, 64, 9);
   REQUIRE(p.a.dev->post_send(0, p.a.qpn, p.rdma(WrOpcode::rdma_read, 0, 0, 64, 4)) == 0);
-  std::vector<std::uint8_t> out;
+  core::UninitialisedBytes out;
   REQUIRE(p.a.dev->stream_transmit(p.a.qpn, out));  // the Read Request leaves, no response comes
   p.a.dev->stream_lost(p.a.qpn);
   CHECK(p.state(p.a) == QpState::err);

@@ -66,7 +66,7 @@ struct StreamPair {
   Direction from_a, from_b;
   std::size_t chunk = 1 << 16;  // bytes handed to the receiver at once
   // Applied to each FPDU as it is sent, e.g. to corrupt one.
-  std::function<void(const Side& sender, std::vector<std::uint8_t>& fpdu)> tamper;
+  std::function<void(const Side& sender, core::UninitialisedBytes& fpdu)> tamper;
 
  private:
   static void create(Side& s, const core::StreamParams& params) {
@@ -90,7 +90,7 @@ struct StreamPair {
 
   bool drain(Side& s, Direction& d) {
     bool moved = false;
-    std::vector<std::uint8_t> fpdu;
+    core::UninitialisedBytes fpdu;
     while (const auto qpn = s.dev->next_stream_ready()) {
       for (fpdu.clear(); s.dev->stream_transmit(*qpn, fpdu); fpdu.clear()) {
         if (tamper) tamper(s, fpdu);

@@ -54,7 +54,7 @@ struct Receiver {
 
   // Takes what the QP sends and checks it parses, with nothing after a Terminate.
   void drain() {
-    std::vector<std::uint8_t> out;
+    softrdma::core::UninitialisedBytes out;
     while (dev->next_stream_ready())
       for (out.clear(); dev->stream_transmit(qpn, out); out.clear())
         answers.feed(out, [&](const wire::iwarp::MpaStreamItem& item) {
