@@ -213,6 +213,14 @@ BoundDevice start_iwarp(const BoundDevice& roce) {
   host::IwarpHostConfig config;
   config.ip = roce.link->address();
   config.shared_capture = roce.host->capture();  // SOFTRDMA_CAPTURE: one file for both devices
+  // SOFTRDMA_MPA_CRC=1: ask every peer for MPA CRCs; 0 or unset: when the peer asks.
+  if (const char* crc = std::getenv("SOFTRDMA_MPA_CRC"); crc != nullptr && *crc != '\0') {
+    if (std::strcmp(crc, "0") != 0 && std::strcmp(crc, "1") != 0) {
+      bound.error = std::string("SOFTRDMA_MPA_CRC='") + crc + "': expected 0 or 1";
+      return bound;
+    }
+    config.mpa_crc = *crc == '1';
+  }
   host::IwarpHostStart started = host::IwarpHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;

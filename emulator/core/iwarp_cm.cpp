@@ -51,6 +51,7 @@ Expected<std::uint32_t> IwarpConnectionManager::connect(const TcpEndpoint& remot
   c.qpn = qpn;
   c.remote = remote;
   c.offer = offer;
+  c.offer.crc |= require_crc_;
   const std::uint32_t id = open(std::move(c));
   actions_.push_back({TcpAction::Kind::connect, id, remote});
   return id;
@@ -61,7 +62,9 @@ int IwarpConnectionManager::accept(std::uint32_t id, std::uint32_t qpn, const Mp
   if (!c || c->phase != Phase::awaiting_consumer || !attachable(device_, qpn) ||
       offer.private_data.size() > MpaOffer::max_private_data)
     return EINVAL;
-  c->mpa->accept(offer);
+  MpaOffer ours = offer;
+  ours.crc |= require_crc_;
+  c->mpa->accept(ours);
   c->qpn = qpn;
   attach(id, *c, {});
   return 0;

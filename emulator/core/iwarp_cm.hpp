@@ -59,6 +59,10 @@ class IwarpConnectionManager {
  public:
   explicit IwarpConnectionManager(Device& device) : device_(device) {}
 
+  // Ask for MPA CRCs on every connection, whatever the consumer's offer says (as Linux siw's
+  // mpa_crc_required): RFC 5044 s7.1 then has both directions carry them.
+  void require_crc(bool on) { require_crc_ = on; }
+
   // Consumer calls: 0 or an errno value (EINVAL: an unknown ID or a call its state does not
   // take; EADDRINUSE: an endpoint already listened on).
   Expected<std::uint32_t> listen(const TcpEndpoint& local);
@@ -113,6 +117,7 @@ class IwarpConnectionManager {
   void take_stream_events();
 
   Device& device_;
+  bool require_crc_ = false;
   std::map<std::uint32_t, TcpEndpoint> listeners_;
   std::map<std::uint32_t, Connection> connections_;
   std::map<std::uint32_t, std::uint32_t> connection_of_qp_;

@@ -35,6 +35,7 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
     s.error = "iWARP device: eventfd failed";
     return s;
   }
+  host->cm_.require_crc(config.mpa_crc);
   host->capture_ = config.shared_capture;
   if (config.capture_path) {
     net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);

@@ -43,6 +43,9 @@ struct IwarpHostConfig {
   // Write every connection as the frames a capture on the wire would show (TCP with the
   // MPA/DDP/RDMAP it carries; net/tcp_stream_capture.hpp) to this pcap file; none: off.
   std::optional<std::string> capture_path;
+  // Ask every peer for MPA CRCs (SOFTRDMA_MPA_CRC=1), as siw's mpa_crc_required does; without
+  // it they are used when the peer asks.
+  bool mpa_crc = false;
   // Or into a capture already open (the RoCE device's, so that one file holds both); it must
   // outlive the host.
   net::CaptureStage* shared_capture = nullptr;

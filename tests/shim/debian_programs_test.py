@@ -412,6 +412,12 @@ def check_run_errors(softrdma, cc):
     rc, out, err = run([softrdma, "run", "--", "ib_send_lat", "-n", "5000"], env=clean_env(SOFTRDMA_UDP_GSO="2"))
     check(rc == 1 and "Did not detect devices" in err, "no device: perftest says so and exits 1",
           f"rc={rc} stderr={err!r} stdout={out!r}")
+    one_line_error([softrdma, "run", "--mpa-crc", "--", "true"], 2, "--mpa-crc is an option of the iWARP device",
+                   "--mpa-crc without --iwarp")
+    rc, out, err = run([softrdma, "run", "--iwarp", "--", "ibv_devices"], env=clean_env(SOFTRDMA_MPA_CRC="2"))
+    check("softrdma: no iWARP device: SOFTRDMA_MPA_CRC='2': expected 0 or 1\n" in err and "srdma0" in out
+          and "srdmaiw0" not in out, "bad SOFTRDMA_MPA_CRC: one line naming it, no iWARP device, srdma0 still there",
+          f"rc={rc} stderr={err!r} stdout={out!r}")
     one_line_error([softrdma, "devices", "--ip", "1.2.3.4.5"], 2, "not an IPv4 or IPv6 address", "devices: bad --ip")
     one_line_error([softrdma, "run", "--ip", "fe80::1", "--", "true"], 2, "--ip 'fe80::1' is a link-local IPv6 address",
                    "link-local --ip")

@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] "
-    "[--iwarp] [--] PROGRAM [ARGS...]\n"
+    "[--iwarp [--mpa-crc]] [--] PROGRAM [ARGS...]\n"
     "       softrdma run --daemon[=SOCKET] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs or librdmacm (ibv_devinfo,\n"
@@ -62,8 +62,10 @@ constexpr const char* kUsage =
     "                   into packets only where a device needs it (never on lo or a veth).\n"
     "  --iwarp          also run srdmaiw0, an iWARP device on srdma0's address (MPA/DDP/RDMAP over\n"
     "                   kernel TCP), and make rdma_cm connect through it (sets SOFTRDMA_IWARP=1).\n"
-    "                   RC QPs only; not with --daemon. --capture, --faults and --stats act on\n"
-    "                   srdma0 alone.\n"
+    "                   RC QPs only; not with --daemon. --capture and --stats cover it too;\n"
+    "                   --faults acts on srdma0 alone.\n"
+    "  --mpa-crc        with --iwarp: ask every peer for MPA CRCs (sets SOFTRDMA_MPA_CRC=1), as\n"
+    "                   Linux siw's mpa_crc_required; without it CRCs are used when the peer asks.\n"
     "  --daemon[=SOCKET]  use the device of the softrdmad listening on SOCKET (sets\n"
     "                   SOFTRDMA_DAEMON; default: softrdmad.sock in the runtime directory) instead\n"
     "                   of running one in PROGRAM: processes on one daemon share its device and\n"
@@ -80,6 +82,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_STATS_FILE  as --stats (empty: none)\n"
     "  SOFTRDMA_UDP_GSO  0 as --no-gso; 1 or unset: GSO\n"
     "  SOFTRDMA_IWARP    1 as --iwarp\n"
+    "  SOFTRDMA_MPA_CRC  1 as --mpa-crc; 0 or unset: CRCs when the peer asks\n"
     "  SOFTRDMA_DAEMON   as --daemon=SOCKET (empty: the device runs in PROGRAM)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
@@ -256,6 +259,7 @@ int run_main(int argc, char** argv) {
   const char* stats = nullptr;
   bool no_gso = false;
   bool iwarp = false;
+  bool mpa_crc = false;
   std::optional<std::string> daemon;
   int i = 1;
   for (; i < argc; ++i) {
@@ -285,6 +289,8 @@ int run_main(int argc, char** argv) {
       no_gso = true;
     } else if (a == "--iwarp") {
       iwarp = true;
+    } else if (a == "--mpa-crc") {
+      mpa_crc = true;
     } else if (read_daemon_flag(a, daemon, error)) {
       if (!error.empty()) return fail(2, error);
     } else if (a.starts_with("-")) {
@@ -295,12 +301,13 @@ int run_main(int argc, char** argv) {
   }
   if (i >= argc) {
     return fail(2, "missing PROGRAM (usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults "
-                   "SPEC] [--stats FILE] [--no-gso] [--iwarp] [--] PROGRAM [ARGS...])");
+                   "SPEC] [--stats FILE] [--no-gso] [--iwarp [--mpa-crc]] [--] PROGRAM [ARGS...])");
   }
   if (daemon && (flags.ip || flags.netdev || capture != nullptr || faults != nullptr || no_gso || stats != nullptr)) {
     return fail(2, "--daemon takes no device options: the address, capture, faults, GSO and stats are softrdmad's");
   }
   if (daemon && iwarp) return fail(2, "--iwarp runs only in embedded mode: softrdmad serves srdma0 alone");
+  if (mpa_crc && !iwarp) return fail(2, "--mpa-crc is an option of the iWARP device: add --iwarp");
   if (daemon) export_setting(host::kDaemonVariable, daemon->c_str());
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);
   if (capture != nullptr) export_setting("SOFTRDMA_CAPTURE", capture);
@@ -308,6 +315,7 @@ int run_main(int argc, char** argv) {
   if (stats != nullptr) export_setting("SOFTRDMA_STATS_FILE", stats);
   if (no_gso) export_setting("SOFTRDMA_UDP_GSO", "0");
   if (iwarp) export_setting("SOFTRDMA_IWARP", "1");
+  if (mpa_crc) export_setting("SOFTRDMA_MPA_CRC", "1");
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {
