@@ -86,7 +86,7 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     std::lock_guard lock(mutex_);
     const int n = device_.poll_cq(cq, out);
     if (n != 0) return n;
-    if (!read_and_write_held_back()) return 0;
+    if (!write_held_back()) return 0;
     after_call();
   }
   events_.deliver();
@@ -94,15 +94,11 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   return device_.poll_cq(cq, out);
 }
 
-bool IwarpHost::read_and_write_held_back() {
-  bool acted = false;
-  for (auto it = connections_.begin(); it != connections_.end();) {
-    auto& [id, c] = *it++;  // read() may end the connection and erase it
-    if (c.connecting) continue;
-    if (!c.out.empty() || c.pull_more) acted |= flush(id, c);
-    acted |= read(id, c);
-  }
-  return acted;
+bool IwarpHost::write_held_back() {
+  bool pulled = false;
+  for (auto& [id, c] : connections_)
+    if (!c.connecting && (!c.out.empty() || c.pull_more)) pulled |= flush(id, c);
+  return pulled;
 }
 
 void IwarpHost::set_event_handler(IwarpEventHandler handler) {
@@ -239,9 +235,9 @@ bool IwarpHost::write_out(Connection& c) {
   return true;
 }
 
-bool IwarpHost::read(std::uint32_t id, Connection& c) {
+void IwarpHost::read(std::uint32_t id, Connection& c) {
   std::uint8_t buffer[kReadChunk];
-  for (bool any = false;; any = true) {
+  for (;;) {
     const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
     if (n > 0) {
       if (c.capture)
@@ -250,7 +246,7 @@ bool IwarpHost::read(std::uint32_t id, Connection& c) {
       cm_.tcp_received(id, {buffer, static_cast<std::size_t>(n)});
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return any;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     // The peer's FIN, or a reset: the connection is over.
     if (c.capture) {
       const std::uint64_t now = net::CaptureStage::wall_clock_ns();
@@ -258,7 +254,7 @@ bool IwarpHost::read(std::uint32_t id, Connection& c) {
     }
     cm_.tcp_closed(id);
     connections_.erase(id);
-    return true;
+    return;
   }
 }
 

@@ -72,10 +72,9 @@ class IwarpHost {
   // carries out the socket actions and writes the bytes it queued, on this thread.
   template <class F>
   auto call(F&& f);
-  // Device::poll_cq; when it finds nothing, the caller also reads its connections and writes
-  // what full sockets held back, and polls again if that did something: an application
-  // spinning on its CQ moves its own bytes instead of competing for the CPU with the progress
-  // thread that would.
+  // Device::poll_cq; when it finds nothing, the caller also writes what full sockets held
+  // back, and polls again if that completed something: an application spinning on its CQ
+  // sends for itself instead of competing for the CPU with the progress thread that would.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
@@ -105,10 +104,10 @@ class IwarpHost {
   bool carry_out_actions();                     // whether there were any
   bool write_ready();                           // whether anything was taken from the CM
   bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
-  bool read_and_write_held_back();              // read() and flush() every connection; whether any did
+  bool write_held_back();                       // flush() of every connection holding bytes back
   bool pull(std::uint32_t id, Connection& c);
   bool write_out(Connection& c);
-  bool read(std::uint32_t id, Connection& c);  // whether it took bytes or an end
+  void read(std::uint32_t id, Connection& c);
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);
   void service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners);
