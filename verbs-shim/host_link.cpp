@@ -221,6 +221,12 @@ BoundDevice start_iwarp(const BoundDevice& roce) {
     }
     config.mpa_crc = *crc == '1';
   }
+  // SOFTRDMA_FAULTS (start() has refused a plan that does not parse): what applies to FPDUs.
+  if (const char* faults = std::getenv("SOFTRDMA_FAULTS"); faults != nullptr && *faults != '\0') {
+    config.faults = net::parse_faults(faults).plan;
+    const std::string ignored = config.faults ? host::IwarpFaults::ignored(*config.faults) : "";
+    if (!ignored.empty()) std::fprintf(stderr, "softrdma: srdmaiw0 ignores SOFTRDMA_FAULTS' %s\n", ignored.c_str());
+  }
   host::IwarpHostStart started = host::IwarpHost::start(std::move(config));
   if (!started.host) {
     bound.error = started.error;

@@ -200,6 +200,13 @@ bool IwarpConnectionManager::tcp_transmit(std::uint32_t id, UninitialisedBytes& 
   return any;
 }
 
+bool IwarpConnectionManager::carries_fpdus(std::uint32_t id) const {
+  const auto it = connections_.find(id);
+  if (it == connections_.end()) return false;
+  const Connection& c = it->second;
+  return c.phase == Phase::established && !(c.mpa && c.mpa->has_output());
+}
+
 bool IwarpConnectionManager::next_bytes(std::uint32_t id, UninitialisedBytes& out) {
   Connection* c = find(id);
   if (!c) return false;

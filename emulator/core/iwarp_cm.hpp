@@ -89,6 +89,9 @@ class IwarpConnectionManager {
   std::optional<std::uint32_t> next_ready();
   // Appends the connection's next bytes to `out` (an MPA frame or one FPDU); false when none.
   bool tcp_transmit(std::uint32_t id, UninitialisedBytes& out);
+  // Whether what tcp_transmit() gives next is an FPDU: the MPA exchange is over, its frames
+  // all taken (the host's fault injection acts on FPDUs alone).
+  bool carries_fpdus(std::uint32_t id) const;
 
  private:
   enum class Phase : std::uint8_t { connecting, exchanging, awaiting_consumer, established, closed };

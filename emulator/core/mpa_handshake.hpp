@@ -44,6 +44,7 @@ class MpaHandshake {
   void reject(std::span<const std::uint8_t> private_data);
 
   std::vector<std::uint8_t> take_output();
+  bool has_output() const { return !output_.empty(); }
   State state() const { return state_; }
   // The peer's Request or Reply, once received.
   const wire::iwarp::MpaRequestReply& peer_frame() const { return peer_; }

@@ -36,6 +36,7 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
     return s;
   }
   host->cm_.require_crc(config.mpa_crc);
+  if (config.faults && IwarpFaults::applies(*config.faults)) host->faults_.emplace(*config.faults);
   host->capture_ = config.shared_capture;
   if (config.capture_path) {
     net::CaptureOpen capture = net::CaptureStage::open(*config.capture_path);
@@ -110,6 +111,11 @@ void IwarpHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_as
   events_.set_handlers(std::move(on_cq), std::move(on_async));
 }
 
+net::FaultCounters IwarpHost::fault_counters() {
+  std::lock_guard lock(mutex_);
+  return faults_ ? faults_->counters() : net::FaultCounters{};
+}
+
 void IwarpHost::after_call() {
   // The progress thread looks again only for what it must do: poll sockets the call opened or
   // closed, wait for room in a full one, deliver events. A poll_cq that found nothing wakes
@@ -123,11 +129,13 @@ bool IwarpHost::settle() {
   do {
     acted |= carry_out_actions();
   } while (write_ready());
+  carry_out_resets();
   take_events();
-  // A connection holding bytes back needs the thread to wait for room, once.
+  // A connection holding bytes back needs the thread to wait for room (or for a delayed
+  // FPDU's time), once.
   const bool newly_held_back = std::any_of(connections_.begin(), connections_.end(), [](const auto& entry) {
     const Connection& c = entry.second;
-    return (!c.out.empty() || c.pull_more) && !c.room_awaited;
+    return (!c.out.empty() || c.pull_more || !c.held.empty()) && !c.room_awaited;
   });
   return acted || newly_held_back || !pending_events_.empty();
 }
@@ -187,6 +195,7 @@ bool IwarpHost::write_ready() {
 // the peer's FIN, so that data in flight towards us does not turn the close into a reset.
 bool IwarpHost::flush(std::uint32_t id, Connection& c) {
   if (c.connecting) return false;
+  if (!c.held.empty()) release_held(c, steady_now());
   bool pulled = false;
   // While the kernel takes all we give it, pull again; a few rounds at most, so that one call
   // does not hold the lock for a whole transfer (the progress thread goes on at POLLOUT).
@@ -194,7 +203,7 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
     pulled |= pull(id, c);
     if (!write_out(c) || !c.pull_more) break;
   }
-  if (c.closing && c.out.empty() && !c.pull_more) {
+  if (c.closing && c.out.empty() && !c.pull_more && c.held.empty() && !c.resetting) {
     ::shutdown(c.fd.get(), SHUT_WR);
     if (c.capture) c.capture->close(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
   }
@@ -210,12 +219,71 @@ bool IwarpHost::pull(std::uint32_t id, Connection& c) {
     c.out_sent = 0;
   }
   bool pulled = false;
-  while (c.out.size() - c.out_sent < kOutCap) {
+  while (!c.resetting && c.out.size() - c.out_sent + c.held_bytes < kOutCap) {
+    const bool fpdu = faults_ && cm_.carries_fpdus(id);
+    const std::size_t at = c.out.size();
     c.pull_more = cm_.tcp_transmit(id, c.out);
     if (!c.pull_more) break;
     pulled = true;
+    if (fpdu && !apply_faults(id, c, at)) break;
   }
   return pulled;
+}
+
+bool IwarpHost::apply_faults(std::uint32_t id, Connection& c, std::size_t at) {
+  const IwarpFaults::Verdict v = faults_->next({c.out.data() + at, c.out.size() - at});
+  if (v.reset) {
+    c.out.resize(at);
+    c.resetting = true;
+    c.pull_more = false;
+    resets_.push_back(id);
+    return false;
+  }
+  if (v.delay == 0 && c.held.empty()) return true;
+  // Held back, and every FPDU after it too: TCP keeps their order.
+  const core::Time due = std::max(steady_now() + v.delay, c.held.empty() ? 0 : c.held.back().due);
+  c.held.push_back({due, core::UninitialisedBytes(c.out.begin() + static_cast<std::ptrdiff_t>(at), c.out.end())});
+  c.held_bytes += c.out.size() - at;
+  c.out.resize(at);
+  return true;
+}
+
+void IwarpHost::release_held(Connection& c, core::Time now) {
+  while (!c.held.empty() && c.held.front().due <= now) {
+    const core::UninitialisedBytes& b = c.held.front().bytes;
+    c.out.insert(c.out.end(), b.begin(), b.end());
+    c.held_bytes -= b.size();
+    c.held.pop_front();
+  }
+}
+
+void IwarpHost::release_due() {
+  const core::Time now = steady_now();
+  for (auto& [id, c] : connections_)
+    if (!c.held.empty() && c.held.front().due <= now) flush(id, c);
+}
+
+std::optional<core::Time> IwarpHost::next_due() const {
+  std::optional<core::Time> next;
+  for (const auto& [id, c] : connections_)
+    if (!c.held.empty() && (!next || c.held.front().due < *next)) next = c.held.front().due;
+  return next;
+}
+
+// A reset (SO_LINGER 0, then close) in place of an FPDU: the peer's reads fail with
+// ECONNRESET, and both QPs end as when a peer vanishes.
+void IwarpHost::carry_out_resets() {
+  for (const std::uint32_t id : resets_) {
+    const auto it = connections_.find(id);
+    if (it == connections_.end()) continue;
+    Connection& c = it->second;
+    const linger abort{1, 0};
+    ::setsockopt(c.fd.get(), SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+    if (c.capture) c.capture->reset(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
+    cm_.tcp_closed(id);
+    connections_.erase(it);
+  }
+  resets_.clear();
 }
 
 // Writes what the kernel takes; whether it took everything.
@@ -349,28 +417,36 @@ void IwarpHost::run() {
   while (!stopping_) {
     fds.assign(1, pollfd{wake_fd_.get(), POLLIN, 0});
     owners.assign(1, 0);
+    std::optional<core::Time> due;  // of the first delayed FPDU
     {
       std::lock_guard lock(mutex_);
       settle();
+      due = next_due();
       for (const auto& [handle, fd] : listeners_) {
         fds.push_back({fd.get(), POLLIN, 0});
         owners.push_back(handle | kListenerBit);
       }
       for (auto& [id, c] : connections_) {
         const bool wants_out = c.connecting || !c.out.empty() || c.pull_more;
-        c.room_awaited = wants_out;
+        c.room_awaited = wants_out || !c.held.empty();
         fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (wants_out ? POLLOUT : 0)), 0});
         owners.push_back(id);
       }
     }
     deliver();
-    if (::poll(fds.data(), fds.size(), -1) < 0) continue;
+    timespec wait{};
+    if (due) {
+      const core::Time now = steady_now(), left = *due > now ? *due - now : 0;
+      wait = {static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    }
+    if (::ppoll(fds.data(), fds.size(), due ? &wait : nullptr, nullptr) < 0) continue;
     if (fds[0].revents) {
       std::uint64_t count = 0;
       [[maybe_unused]] const ssize_t n = ::read(wake_fd_.get(), &count, sizeof count);
     }
     std::lock_guard lock(mutex_);
     service(fds, owners);
+    release_due();
   }
 }
 

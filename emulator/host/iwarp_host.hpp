@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "emulator/core/memory.hpp"
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/host_clock.hpp"
+#include "emulator/host/iwarp_faults.hpp"
 #include "emulator/net/capture_stage.hpp"
 #include "emulator/net/tcp_socket.hpp"
 #include "emulator/net/tcp_stream_capture.hpp"
@@ -46,6 +48,8 @@ struct IwarpHostConfig {
   // Ask every peer for MPA CRCs (SOFTRDMA_MPA_CRC=1), as siw's mpa_crc_required does; without
   // it they are used when the peer asks.
   bool mpa_crc = false;
+  // SOFTRDMA_FAULTS: what of the plan applies to FPDUs (iwarp_faults.hpp); none: off.
+  std::optional<net::FaultPlan> faults;
   // Or into a capture already open (the RoCE device's, so that one file holds both); it must
   // outlive the host.
   net::CaptureStage* shared_capture = nullptr;
@@ -82,16 +86,25 @@ class IwarpHost {
   void set_event_handler(IwarpEventHandler handler);
   // The engine's completion-channel and async events (EventDelivery's terms).
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
+  // What the fault plan did to the FPDUs sent (all 0 without one).
+  net::FaultCounters fault_counters();
 
  private:
+  struct Held {  // an FPDU the fault plan delays
+    core::Time due = 0;
+    core::UninitialisedBytes bytes;
+  };
   struct Connection {
     net::SocketFd fd;
-    bool connecting = false;                         // waiting for the kernel's connect
-    bool closing = false;                            // the CM asked for the close: written out, then FIN
-    bool pull_more = false;                          // the CM has bytes the buffer had no room for
-    bool room_awaited = false;                       // the progress thread polls it for POLLOUT
-    core::UninitialisedBytes out;                    // taken from the CM; from out_sent on, not yet
-    std::size_t out_sent = 0;                        // accepted by the kernel
+    bool connecting = false;       // waiting for the kernel's connect
+    bool closing = false;          // the CM asked for the close: written out, then FIN
+    bool pull_more = false;        // the CM has bytes the buffer had no room for
+    bool room_awaited = false;     // the progress thread polls it for POLLOUT
+    core::UninitialisedBytes out;  // taken from the CM; from out_sent on, not yet
+    std::size_t out_sent = 0;      // accepted by the kernel
+    std::deque<Held> held;         // delayed FPDUs, in stream order, before `out`'s next
+    std::size_t held_bytes = 0;
+    bool resetting = false;                          // the fault plan ends it (resets_): nothing more is taken or sent
     std::unique_ptr<net::TcpStreamCapture> capture;  // with a capture file, once connected
   };
 
@@ -105,6 +118,12 @@ class IwarpHost {
   bool write_ready();                           // whether anything was taken from the CM
   bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
   bool write_held_back();                       // flush() of every connection holding bytes back
+  // The fault plan's verdict on the FPDU `c.out` holds from `at` on; false when it resets `c`.
+  bool apply_faults(std::uint32_t id, Connection& c, std::size_t at);
+  void release_held(Connection& c, core::Time now);  // due FPDUs into `out`
+  void release_due();                                // and written, on every connection
+  std::optional<core::Time> next_due() const;
+  void carry_out_resets();  // the connections the fault plan reset
   bool pull(std::uint32_t id, Connection& c);
   bool write_out(Connection& c);
   void read(std::uint32_t id, Connection& c);
@@ -123,6 +142,8 @@ class IwarpHost {
   std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
   core::Device device_;
   core::IwarpConnectionManager cm_;
+  std::optional<IwarpFaults> faults_;
+  std::vector<std::uint32_t> resets_;  // connections apply_faults() reset, closed at settle()
   std::map<std::uint32_t, net::SocketFd> listeners_;
   std::map<std::uint32_t, int> listen_errors_;  // a listen action the kernel refused
   std::map<std::uint32_t, Connection> connections_;

@@ -176,6 +176,9 @@ void put(JsonOut& j, const IwarpDeviceReport& r) {
   j.string("address", r.address);
   put_object(j, "counters", r.counters);
   put_object(j, "iwarp", r.iwarp);
+  j.open("faults");
+  put_object(j, "tx", r.faults);
+  j.close();
   put_qps(j, r.qps);
 }
 
@@ -275,6 +278,7 @@ IwarpDeviceReport iwarp_report_of(IwarpHost& host, std::string device) {
     r.counters = d.counters().qps;
     r.iwarp = d.iwarp_counters();
   });
+  r.faults = host.fault_counters();
   return r;
 }
 

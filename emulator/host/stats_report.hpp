@@ -12,7 +12,8 @@
 //    "dma":{read_calls, write_calls, lost_write_bytes}  (only softrdmad: ProcessMemory's counters),
 //    "qps":[{"qpn":N, "type":"RC", "state":"RTS", "dest_qpn":N, every core::QpCounters field}],
 //    "iwarp_device":{"device":"srdmaiw0", "address":"...", "counters":{the QP sum's fields},
-//                    "iwarp":{every core::IwarpCounters field}, "qps":[as above]}
+//                    "iwarp":{every core::IwarpCounters field}, "faults":{"tx":{...}},
+//                    "qps":[as above]}
 //                    (only when the process runs the iWARP device too)}
 // "counters" counts every QP the process ever had (destroyed ones too); "qps" lists the QPs
 // alive at that moment. Numbers are unsigned decimal integers; a new field may be added, an
@@ -34,6 +35,7 @@ struct IwarpDeviceReport {
   std::string address;        // the address its connections start and listen at
   core::QpCounters counters;  // summed over every QP it had; its FPDUs are the packets
   core::IwarpCounters iwarp;
+  net::FaultCounters faults;       // on the FPDUs it sent (iwarp_faults.hpp)
   std::vector<core::QpStats> qps;  // the live QPs, in QPN order
 };
 

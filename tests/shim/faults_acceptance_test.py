@@ -27,6 +27,12 @@ TEST:
                  the "transport retry counter exceeded" completion status (IBV_WC_RETRY_EXC_ERR,
                  12) within 15 s instead of hanging.
   suite          rdma-core's RC traffic tests (they check the data) under the same faults.
+  iwarp          rping -V -C 10 pairs on srdmaiw0 (--iwarp), faults on the client's FPDUs:
+                 delay=2ms completes every ping, each FPDU delayed; corrupt=10% with the server
+                 asking for MPA CRCs ends the stream at the first corrupted FPDU (the server
+                 counts one bad CRC and sends the Terminate, the client receives it); drop=5
+                 resets the connection in place of the 5th FPDU, and both sides see it end. No
+                 program hangs; the counters come from --stats.
 
 Exit 77 when a program or tool is missing.
 """
@@ -41,6 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import program_pairs_test as pairs  # noqa: E402  (Side, run_pair, judge_pair, check, ...)
+from rdmacm_pairs_test import free_loopback_pair  # noqa: E402
 
 FAULTS = "tx.loss=5%,tx.reorder=5%:depth=4,tx.dup=5%,rx.corrupt=1%,seed={seed}"
 PINGPONG_ITERS, PINGPONG_SIZE = 100, 4096
@@ -216,6 +223,59 @@ def test_suite(softrdma):
                 "skip for capabilities softrdma lacks: XRC, ATOMIC_WRITE; none fails)", p.stderr[-3000:])
 
 
+IWARP_FPDUS = 3 * 10  # the rping client's: a Read Response and two Sends a ping
+IWARP_CASES = [
+    # name, server options, client faults, what each side's iwarp_device must show
+    ("delay", [], "delay=2ms,seed=5",
+     {"client": {"faults.delayed": IWARP_FPDUS, "iwarp.terminates_received": 0},
+      "server": {"iwarp.crc_err": 0, "counters.rcvd_pkts": IWARP_FPDUS}}),
+    ("corrupt", ["--mpa-crc"], "corrupt=10%,seed=3",
+     {"client": {"faults.corrupted": 1, "iwarp.terminates_received": 1},
+      "server": {"iwarp.crc_err": 1, "iwarp.terminates_sent": 1}}),
+    ("reset", [], "drop=5",
+     # The engine built 5 FPDUs; the reset took the place of the 5th on the wire.
+     {"client": {"faults.dropped_nth": 1, "iwarp.terminates_received": 0, "counters.sent_pkts": 5},
+      "server": {"iwarp.terminates_sent": 0}}),
+]
+
+
+def field(d, path):
+    group, name = path.split(".")
+    return (d["faults"]["tx"] if group == "faults" else d[group])[name]
+
+
+def test_iwarp(softrdma, work):
+    pairs.need_program("rping")
+    for name, server_opts, client_faults, expect in IWARP_CASES:
+        server_ip, client_ip = free_loopback_pair()
+        port = pairs.free_port()
+        files = {role: os.path.join(work, f"iwarp-{name}-{role}.json") for role in ("server", "client")}
+        deadline = time.monotonic() + 30
+        sides = {}
+        for role, ip, opts in (("server", server_ip, server_opts), ("client", client_ip, ["--faults", client_faults])):
+            sides[role] = pairs.Side(role, [softrdma, "run", "--iwarp", "--ip", ip, "--stats", files[role], *opts,
+                                            "--", "rping", "-s" if role == "server" else "-c", "-a", server_ip,
+                                            "-p", str(port), "-V", "-C", "10"], work, f"iwarp-{name}")
+            while role == "server" and sides[role].alive() and not pairs.listens(sides[role].pid, port) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.05)
+        for role in ("client", "server"):
+            sides[role].wait(deadline)
+            pairs.check(not sides[role].timed_out, f"iwarp {name}: the {role} ends (no hang)", sides[role].report())
+        for role in ("server", "client"):
+            snap = stats_of(files[role], f"iwarp {name} {role}")
+            if snap is None or not pairs.check("iwarp_device" in snap, f"iwarp {name}: {role} has iwarp_device"):
+                continue
+            d = snap["iwarp_device"]
+            print(f"iwarp {name} {role}: iwarp {d['iwarp']}; faults {d['faults']['tx']}")
+            pairs.check(d["iwarp"]["disconnects"] == 1, f"iwarp {name}: the {role} saw its connection end once")
+            got = {k: field(d, k) for k in expect[role]}
+            pairs.check(got == expect[role], f"iwarp {name}: the {role}'s counters are {expect[role]}", f"{got}")
+        if name == "delay":
+            pairs.check(sides["client"].proc.returncode == 0 and sides["server"].proc.returncode == 0,
+                        "iwarp delay: both programs exit 0", sides["client"].report())
+
+
 def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
@@ -235,6 +295,8 @@ def main(argv):
             test_linkdown(softrdma, work)
         elif test == "suite":
             test_suite(softrdma)
+        elif test == "iwarp":
+            test_iwarp(softrdma, work)
         else:
             print(f"unknown test {test!r}\n{__doc__}", file=sys.stderr)
             return 2

@@ -63,7 +63,7 @@ constexpr const char* kUsage =
     "  --iwarp          also run srdmaiw0, an iWARP device on srdma0's address (MPA/DDP/RDMAP over\n"
     "                   kernel TCP), and make rdma_cm connect through it (sets SOFTRDMA_IWARP=1).\n"
     "                   RC QPs only; not with --daemon. --capture and --stats cover it too;\n"
-    "                   --faults acts on srdma0 alone.\n"
+    "                   --faults delays, corrupts and resets (drop=N) the FPDUs it sends.\n"
     "  --mpa-crc        with --iwarp: ask every peer for MPA CRCs (sets SOFTRDMA_MPA_CRC=1), as\n"
     "                   Linux siw's mpa_crc_required; without it CRCs are used when the peer asks.\n"
     "  --daemon[=SOCKET]  use the device of the softrdmad listening on SOCKET (sets\n"
