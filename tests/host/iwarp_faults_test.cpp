@@ -32,7 +32,7 @@ std::vector<IwarpFaults::Verdict> run(IwarpFaults& f, int n, int& changed) {
 
 }  // namespace
 
-TEST_CASE("iWARP faults: delay, corruption and drop=N apply; what TCP hides is named", "[iwarp_faults]") {
+TEST_CASE("iWARP faults: delay, corruption and drop=N apply, and what TCP hides is named", "[iwarp_faults]") {
   CHECK_FALSE(IwarpFaults::applies(plan_of("loss=5%,dup=1%,reorder=2%,rx.corrupt=1%,seed=2")));
   CHECK(IwarpFaults::ignored(plan_of("loss=5%,rx.corrupt=1%")) ==
         "loss, duplication and reordering (TCP hides them), rx items");
@@ -43,7 +43,7 @@ TEST_CASE("iWARP faults: delay, corruption and drop=N apply; what TCP hides is n
   CHECK_THAT(IwarpFaults::ignored(plan_of("linkdown=1s,opcode=send,loss=1%")), Catch::Contains("linkdown"));
 }
 
-TEST_CASE("iWARP faults: drop=N resets in place of the Nth FPDU; the rest pass", "[iwarp_faults]") {
+TEST_CASE("iWARP faults: drop=N resets in place of the Nth FPDU, and the rest pass", "[iwarp_faults]") {
   IwarpFaults f(plan_of("drop=2+4"));
   int changed = 0;
   const auto v = run(f, 5, changed);
