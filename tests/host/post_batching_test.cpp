@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -22,10 +23,15 @@ constexpr std::uint32_t kMessage = 64;  // perftest's message-rate size: every p
 
 std::uint64_t udp_sent(Node& n) { return n.host->stats().udp.tx_packets; }
 
-// Empty polls in quick succession, as perftest's loop makes while its send window is full.
-void busy_poll(Node& n, int polls = 64) {
+// Empty polls in quick succession, as perftest's loop makes while its send window is full,
+// for long enough (past the host's kSteadyPolling) that the lease is the steady one: the short
+// lease ends after tens of microseconds, which a loaded machine (sanitizers, parallel tests)
+// may spend between the last poll and the post.
+void busy_poll(Node& n) {
   std::vector<core::Wc> none(16);
-  for (int i = 0; i < polls; ++i) REQUIRE(n.host->poll_cq(n.send_cq, none) == 0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(1500);
+  for (int i = 0; i < 64 || std::chrono::steady_clock::now() < until; ++i)
+    REQUIRE(n.host->poll_cq(n.send_cq, none) == 0);
 }
 
 void post_sends(Node& n, std::uint32_t qpn, std::uint64_t first_id, int count) {
