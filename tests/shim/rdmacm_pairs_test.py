@@ -36,7 +36,9 @@ lines that name softrdma first.
 Servers hold no TCP socket to wait for (only qperf's control port): the client starts once
 the server has printed its "starting" line, or after a short pause, and is started again
 (up to CONNECT_TRIES times) while it fails the way a client fails when nothing listens yet
-(REJECTED, UNREACHABLE, "Connection refused") and the server still runs.
+(REJECTED, UNREACHABLE, "Connection refused") and the server still runs (on iWARP: still
+listens). A perftest pair on iWARP whose client was refused after the server took its first
+connection is started again as a pair, up to PAIR_TRIES times (stranded()).
 
 Exit status: 0 when every case passed, 1 when one failed, 77 when every case was skipped (a
 program not installed: rdmacm-utils, perftest, qperf). Every process has a timeout and dies
@@ -62,6 +64,7 @@ DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
 READY_TIMEOUT = 20  # seconds for the server's "starting" line or control port
 SETTLE = 0.5  # seconds between the server's "starting" line (or start) and the client
 CONNECT_TRIES = 10
+PAIR_TRIES = 3  # server and client started again together (stranded())
 PACKAGES = {"rping": "rdmacm-utils", "ucmatose": "rdmacm-utils", "udaddy": "rdmacm-utils",
             "rdma_server": "rdmacm-utils", "rdma_client": "rdmacm-utils", "cmtime": "rdmacm-utils",
             "qperf": "qperf"}  # anything else: perftest
@@ -478,32 +481,25 @@ def run_attached(result, on_daemon, server_ip, client_ip, workdir, run):
 
 
 def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir, client_ip):
-    port = free_port()
-    group = multicast_group(server_ip)
-    stats = {side: os.path.join(workdir, f"{case.name}.{side}.stats.json") for side in ("server", "client")}
-    server_argv = [softrdma, "run", *server_attach, *faulted(case.server_run, stats["server"]), "--"] + \
-        fill(case.server, server_ip, port, client_ip, group)
-    client_argv = [softrdma, "run", *client_attach, *faulted(case.client_run, stats["client"]), "--"] + \
-        fill(case.client, server_ip, port, client_ip, group)
-    print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
     deadline = time.monotonic() + (timeout or case.timeout)
-
-    server = Side("server", server_argv, workdir, case.name)
-    ready = wait_ready(case, server, port, deadline)
+    stats = {side: os.path.join(workdir, f"{case.name}.{side}.stats.json") for side in ("server", "client")}
+    for pair_try in range(PAIR_TRIES):
+        port = free_port()
+        group = multicast_group(server_ip)
+        server_argv = [softrdma, "run", *server_attach, *faulted(case.server_run, stats["server"]), "--"] + \
+            fill(case.server, server_ip, port, client_ip, group)
+        client_argv = [softrdma, "run", *client_attach, *faulted(case.client_run, stats["client"]), "--"] + \
+            fill(case.client, server_ip, port, client_ip, group)
+        print(f"server: {' '.join(server_argv)}\nclient: {' '.join(client_argv)}", flush=True)
+        server, client, ready = connect_pair(case, server_argv, client_argv, port, workdir, deadline,
+                                             f"{case.name}.{pair_try}")
+        if pair_try == PAIR_TRIES - 1 or not stranded(case, server, client, port):
+            break
+        print("note: the client was refused after the server took its first connection, which the "
+              "server no longer listens for; starting both again", flush=True)
+        server.kill()
     result.check(ready, "the server starts and gets ready to listen"
                  + ("" if server.alive() else " (it exited first)"))
-    client = None
-    for attempt in range(CONNECT_TRIES if ready else 1):
-        client = Side("client", client_argv, workdir, f"{case.name}.{attempt}")
-        rc = client.wait(deadline)
-        out, err = client.output()
-        if rc != 0 and not client.timed_out and server.alive() and attempt < CONNECT_TRIES - 1 and \
-                NOT_LISTENING.search(out + err):
-            said = " | ".join(l.strip() for l in (out + err).splitlines() if NOT_LISTENING.search(l))[:200]
-            print(f"note: the client found no listener (try {attempt + 1}: {said}); starting it again", flush=True)
-            time.sleep(0.5)
-            continue
-        break
     if case.persistent:
         still = server.alive()
         result.check(still or not ready, "the server still serves when the client is done")
@@ -519,6 +515,37 @@ def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, ti
     if result.failures:
         print(server.report())
         print(client.report(), flush=True)
+
+
+def connect_pair(case, server_argv, client_argv, port, workdir, deadline, tag):
+    """Starts the server and, once it is ready, the client, again while the client finds no
+    listener; (server, client, whether the server got ready)."""
+    server = Side("server", server_argv, workdir, tag)
+    ready = wait_ready(case, server, port, deadline)
+    client = None
+    for attempt in range(CONNECT_TRIES if ready else 1):
+        client = Side("client", client_argv, workdir, f"{tag}.{attempt}")
+        rc = client.wait(deadline)
+        out, err = client.output()
+        if rc != 0 and not client.timed_out and server.alive() and attempt < CONNECT_TRIES - 1 and \
+                NOT_LISTENING.search(out + err) and (case.ready != "tcp" or listens(server.pid, port)):
+            said = " | ".join(l.strip() for l in (out + err).splitlines() if NOT_LISTENING.search(l))[:200]
+            print(f"note: the client found no listener (try {attempt + 1}: {said}); starting it again", flush=True)
+            time.sleep(0.5)
+            continue
+        break
+    return server, client, ready
+
+
+def stranded(case, server, client, port):
+    """Whether a TCP-ready server took the client's first connection and then its second was
+    refused: perftest -R on iWARP connects twice to one port, and its server stops listening
+    between the two, so a SYN in that gap is refused (as the kernel refuses it to siw) and the
+    server waits for a client that is gone. Only a new pair can go on from there."""
+    if case.ready != "tcp" or client.timed_out or client.proc.returncode == 0:
+        return False
+    out, err = client.output()
+    return NOT_LISTENING.search(out + err) is not None and not (server.alive() and listens(server.pid, port))
 
 
 def faulted(runopts, stats_path):
