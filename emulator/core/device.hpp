@@ -203,6 +203,9 @@ class Device {
   int stream_attach(std::uint32_t qpn, const StreamParams& params);
   // In-order bytes the peer sent on the QP's stream, in chunks of any size.
   void stream_receive(std::uint32_t qpn, std::span<const std::uint8_t> bytes);
+  // How many bytes complete the FPDU the stream is in the middle of (0: at a boundary), so
+  // that the host's next read can end there (MpaStreamDecoder::bytes_to_boundary).
+  std::size_t stream_bytes_to_boundary(std::uint32_t qpn);
   // Appends the QP's next FPDU to `out`; false when it has none to send now. The host asks
   // again while it has room to write: a peer that reads slowly holds the WRs in the send
   // queue, not in buffers.

@@ -41,6 +41,11 @@ void Device::stream_receive(std::uint32_t qpn, std::span<const std::uint8_t> byt
   wake(*q);
 }
 
+std::size_t Device::stream_bytes_to_boundary(std::uint32_t qpn) {
+  const Qp* q = find_qp(qpn);
+  return q && q->stream ? q->stream->decoder.bytes_to_boundary() : 0;
+}
+
 bool Device::stream_transmit(std::uint32_t qpn, UninitialisedBytes& out) {
   Qp* q = find_qp(qpn);
   return q && q->stream && IwarpSender::next(*this, *q, out);

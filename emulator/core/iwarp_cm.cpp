@@ -180,6 +180,12 @@ std::optional<TcpAction> IwarpConnectionManager::next_action() {
   return a;
 }
 
+std::size_t IwarpConnectionManager::bytes_to_boundary(std::uint32_t id) const {
+  const auto it = connections_.find(id);
+  if (it == connections_.end() || it->second.phase != Phase::established) return 0;
+  return device_.stream_bytes_to_boundary(it->second.qpn);
+}
+
 std::optional<std::uint32_t> IwarpConnectionManager::next_ready() {
   take_stream_events();
   while (!ready_.empty()) {

@@ -81,6 +81,8 @@ class IwarpConnectionManager {
   std::uint32_t tcp_accepted(std::uint32_t listener, const TcpEndpoint& local, const TcpEndpoint& remote,
                              std::uint32_t mss);
   void tcp_received(std::uint32_t id, std::span<const std::uint8_t> bytes);
+  // What the next tcp_received() should hold at most to end on an FPDU boundary; 0: no limit.
+  std::size_t bytes_to_boundary(std::uint32_t id) const;
   void tcp_closed(std::uint32_t id);  // by the peer, or reset
   std::optional<TcpAction> next_action();
   // A connection with bytes to write: the host calls tcp_transmit() for it until that has

@@ -436,6 +436,29 @@ TEST_CASE("MpaStreamDecoder decodes a siw stream however it is cut", "[wire][iwa
   CHECK(decode(stream, every_byte) == whole);
 }
 
+TEST_CASE("MpaStreamDecoder says how many bytes end the FPDU it is in", "[wire][iwarp]") {
+  const Bytes stream = concat({kRequest, kSend, kReadRequest, kReadResponse, kWrite, kTerminateRead});
+  std::vector<std::pair<std::size_t, std::size_t>> fpdus;  // [start, end) of each
+  MpaStreamDecoder whole;
+  whole.feed(stream, [&](const MpaStreamItem& item) {
+    if (item.kind == MpaItemKind::fpdu) fpdus.emplace_back(item.stream_offset, item.end_offset);
+  });
+  REQUIRE(fpdus.size() == 5);
+  for (const auto& [start, end] : fpdus) {
+    for (std::size_t cut = start; cut < end; ++cut) {
+      MpaStreamDecoder d;
+      d.feed(std::span(stream).first(cut), [](const MpaStreamItem&) {});
+      INFO("cut at " << cut << " in the FPDU at " << start << "-" << end);
+      // At its start nothing is begun; inside its 2-byte length field, only the field's rest
+      // is known.
+      const std::size_t expected = cut == start                       ? 0
+                                   : cut - start < Fpdu::length_field ? start + Fpdu::length_field - cut
+                                                                      : end - cut;
+      CHECK(d.bytes_to_boundary() == expected);
+    }
+  }
+}
+
 TEST_CASE("MpaStreamDecoder checks CRCs once negotiated", "[wire][iwarp]") {
   MpaRequestReply reply;
   reply.kind = MpaFrameKind::reply;

@@ -98,6 +98,11 @@ bool MpaStreamDecoder::marker_points_to_unit() const {
   return (MpaMarker::fpdu_pointer::get(marker_) & ~3u) == marker_at - unit_start_;
 }
 
+std::size_t MpaStreamDecoder::bytes_to_boundary() const {
+  if (!unit_started_ || failed() || markers_) return 0;
+  return need_ - fill_;
+}
+
 std::size_t MpaStreamDecoder::take_unit_bytes(std::span<const std::uint8_t> input) {
   if (!unit_started_) start_unit();
   std::size_t n = std::min(input.size(), need_ - fill_);

@@ -86,6 +86,10 @@ class MpaStreamDecoder {
   bool failed() const { return phase_ == Phase::failed; }
   bool in_full_operation() const { return phase_ == Phase::fpdu_length || phase_ == Phase::fpdu_body; }
   std::uint64_t stream_offset() const { return offset_; }  // bytes consumed so far
+  // The bytes that complete the unit an earlier chunk began (0: none begun, its length not
+  // known yet, or markers in the way). A reader that asks the socket for no more than this
+  // starts its next chunk on a boundary, where whole FPDUs are checked in place, not copied.
+  std::size_t bytes_to_boundary() const;
 
  private:
   enum class Phase : std::uint8_t { frame_header, frame_body, fpdu_length, fpdu_body, failed };
