@@ -16,7 +16,9 @@ namespace {
 // What one connection may hold taken from the engine and not yet accepted by the kernel: the
 // rest waits in the QP's send queue, so a slow reader costs no more memory than this.
 constexpr std::size_t kOutCap = 256 * 1024;
-constexpr std::size_t kReadChunk = 64 * 1024;
+// Several FPDUs of the largest size at once: reads end on FPDU boundaries (receive()), and the
+// FPDUs whole in one are placed from it without another copy.
+constexpr std::size_t kReadChunk = 256 * 1024;
 constexpr int kFlushRounds = 4;
 
 }  // namespace
@@ -57,6 +59,7 @@ IwarpHost::IwarpHost(const IwarpHostConfig& config, core::Gid gid)
       address_(config.ip),
       device_(config.device, config.memory ? *config.memory : direct_memory_),
       cm_(device_),
+      read_buffer_(kReadChunk),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 
 IwarpHost::~IwarpHost() {
@@ -87,7 +90,7 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     std::lock_guard lock(mutex_);
     const int n = device_.poll_cq(cq, out);
     if (n != 0) return n;
-    if (!write_held_back()) return 0;
+    if (!read_and_write_held_back()) return 0;
     after_call();
   }
   events_.deliver();
@@ -95,11 +98,14 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   return device_.poll_cq(cq, out);
 }
 
-bool IwarpHost::write_held_back() {
-  bool pulled = false;
-  for (auto& [id, c] : connections_)
-    if (!c.connecting && (!c.out.empty() || c.pull_more)) pulled |= flush(id, c);
-  return pulled;
+bool IwarpHost::read_and_write_held_back() {
+  bool acted = false;
+  for (auto& [id, c] : connections_) {
+    if (c.connecting) continue;
+    if (c.holds_back()) acted |= flush(id, c);
+    acted |= read_fpdus(id, c);
+  }
+  return acted;
 }
 
 void IwarpHost::set_event_handler(IwarpEventHandler handler) {
@@ -135,7 +141,7 @@ bool IwarpHost::settle() {
   // FPDU's time), once.
   const bool newly_held_back = std::any_of(connections_.begin(), connections_.end(), [](const auto& entry) {
     const Connection& c = entry.second;
-    return (!c.out.empty() || c.pull_more || !c.held.empty()) && !c.room_awaited;
+    return (c.holds_back() || !c.held.empty()) && !c.room_awaited;
   });
   return acted || newly_held_back || !pending_events_.empty();
 }
@@ -203,7 +209,7 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
     pulled |= pull(id, c);
     if (!write_out(c) || !c.pull_more) break;
   }
-  if (c.closing && c.out.empty() && !c.pull_more && c.held.empty() && !c.resetting) {
+  if (c.closing && !c.holds_back() && c.held.empty() && !c.resetting) {
     ::shutdown(c.fd.get(), SHUT_WR);
     if (c.capture) c.capture->close(net::CaptureStage::wall_clock_ns(), net::TcpSide::local);
   }
@@ -303,27 +309,35 @@ bool IwarpHost::write_out(Connection& c) {
   return true;
 }
 
+ssize_t IwarpHost::receive(std::uint32_t id, Connection& c) {
+  const std::size_t boundary = cm_.bytes_to_boundary(id);
+  const std::size_t want = boundary ? std::min(boundary, read_buffer_.size()) : read_buffer_.size();
+  const ssize_t n = ::recv(c.fd.get(), read_buffer_.data(), want, MSG_DONTWAIT);
+  if (n <= 0) return n;
+  const std::span<const std::uint8_t> bytes(read_buffer_.data(), static_cast<std::size_t>(n));
+  if (c.capture) c.capture->data(net::CaptureStage::wall_clock_ns(), net::TcpSide::remote, bytes);
+  cm_.tcp_received(id, bytes);
+  return n;
+}
+
+bool IwarpHost::read_fpdus(std::uint32_t id, Connection& c) {
+  bool any = false;
+  while (cm_.carries_fpdus(id) && receive(id, c) > 0) any = true;
+  return any;
+}
+
 void IwarpHost::read(std::uint32_t id, Connection& c) {
-  std::uint8_t buffer[kReadChunk];
-  for (;;) {
-    const ssize_t n = ::recv(c.fd.get(), buffer, sizeof buffer, MSG_DONTWAIT);
-    if (n > 0) {
-      if (c.capture)
-        c.capture->data(net::CaptureStage::wall_clock_ns(), net::TcpSide::remote,
-                        {buffer, static_cast<std::size_t>(n)});
-      cm_.tcp_received(id, {buffer, static_cast<std::size_t>(n)});
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
-    // The peer's FIN, or a reset: the connection is over.
-    if (c.capture) {
-      const std::uint64_t now = net::CaptureStage::wall_clock_ns();
-      n == 0 ? c.capture->close(now, net::TcpSide::remote) : c.capture->reset(now, net::TcpSide::remote);
-    }
-    cm_.tcp_closed(id);
-    connections_.erase(id);
-    return;
+  ssize_t n;
+  while ((n = receive(id, c)) > 0) {
   }
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  // The peer's FIN, or a reset: the connection is over.
+  if (c.capture) {
+    const std::uint64_t now = net::CaptureStage::wall_clock_ns();
+    n == 0 ? c.capture->close(now, net::TcpSide::remote) : c.capture->reset(now, net::TcpSide::remote);
+  }
+  cm_.tcp_closed(id);
+  connections_.erase(id);
 }
 
 void IwarpHost::accept_all(std::uint32_t listener, int fd) {
@@ -427,7 +441,7 @@ void IwarpHost::run() {
         owners.push_back(handle | kListenerBit);
       }
       for (auto& [id, c] : connections_) {
-        const bool wants_out = c.connecting || !c.out.empty() || c.pull_more;
+        const bool wants_out = c.connecting || c.holds_back();
         c.room_awaited = wants_out || !c.held.empty();
         fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (wants_out ? POLLOUT : 0)), 0});
         owners.push_back(id);

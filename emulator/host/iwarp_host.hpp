@@ -11,6 +11,7 @@
 #pragma once
 
 #include <poll.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -76,9 +77,11 @@ class IwarpHost {
   // carries out the socket actions and writes the bytes it queued, on this thread.
   template <class F>
   auto call(F&& f);
-  // Device::poll_cq; when it finds nothing, the caller also writes what full sockets held
-  // back, and polls again if that completed something: an application spinning on its CQ
-  // sends for itself instead of competing for the CPU with the progress thread that would.
+  // Device::poll_cq; when it finds nothing, the caller also reads the FPDUs its established
+  // connections hold and writes what full sockets held back, and polls again if that did
+  // something: an application spinning on its CQ moves its own bytes instead of competing for
+  // the CPU with the progress thread that would. Connections still open and end on the
+  // progress thread alone.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
@@ -106,6 +109,9 @@ class IwarpHost {
     std::size_t held_bytes = 0;
     bool resetting = false;                          // the fault plan ends it (resets_): nothing more is taken or sent
     std::unique_ptr<net::TcpStreamCapture> capture;  // with a capture file, once connected
+
+    // Bytes taken from the CM, or still in it, that wait for room in the socket.
+    bool holds_back() const { return !out.empty() || pull_more; }
   };
 
   IwarpHost(const IwarpHostConfig& config, core::Gid gid);
@@ -117,7 +123,7 @@ class IwarpHost {
   bool carry_out_actions();                     // whether there were any
   bool write_ready();                           // whether anything was taken from the CM
   bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
-  bool write_held_back();                       // flush() of every connection holding bytes back
+  bool read_and_write_held_back();              // read() and flush() every connection; whether any did
   // The fault plan's verdict on the FPDU `c.out` holds from `at` on; false when it resets `c`.
   bool apply_faults(std::uint32_t id, Connection& c, std::size_t at);
   void release_held(Connection& c, core::Time now);  // due FPDUs into `out`
@@ -126,7 +132,10 @@ class IwarpHost {
   void carry_out_resets();  // the connections the fault plan reset
   bool pull(std::uint32_t id, Connection& c);
   bool write_out(Connection& c);
-  void read(std::uint32_t id, Connection& c);
+  // One recv() into read_buffer_, handed to the CM; recv()'s result.
+  ssize_t receive(std::uint32_t id, Connection& c);
+  bool read_fpdus(std::uint32_t id, Connection& c);  // what an established one holds; whether any
+  void read(std::uint32_t id, Connection& c);        // all it holds, and its end
   void accept_all(std::uint32_t listener, int fd);
   void finish_connect(std::uint32_t id, Connection& c);
   void service(const std::vector<pollfd>& fds, const std::vector<std::uint32_t>& owners);
@@ -142,6 +151,7 @@ class IwarpHost {
   std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
   core::Device device_;
   core::IwarpConnectionManager cm_;
+  core::UninitialisedBytes read_buffer_;  // what one recv() takes, whichever thread reads
   std::optional<IwarpFaults> faults_;
   std::vector<std::uint32_t> resets_;  // connections apply_faults() reset, closed at settle()
   std::map<std::uint32_t, net::SocketFd> listeners_;
