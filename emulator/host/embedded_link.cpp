@@ -5,8 +5,6 @@ namespace softrdma::host {
 using core::Device;
 using core::Time;
 
-int EmbeddedLink::destroy_qp(std::uint32_t qpn) { return host_.destroy_qp(qpn); }
-
 // One lock for the whole list, as a NIC takes a doorbell for a chain of WQEs.
 int EmbeddedLink::post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) {
   return host_.post([&](Device& d, Time now) {

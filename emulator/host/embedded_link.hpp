@@ -13,18 +13,10 @@ class EmbeddedLink final : public EngineLink<EmbeddedHost> {
  public:
   explicit EmbeddedLink(EmbeddedHost& host) : EngineLink(host) {}
 
-  const std::string& address() const override { return host_.address(); }
-
-  int poll_cq(std::uint32_t cq, std::span<core::Wc> out) override { return host_.poll_cq(cq, out); }
-  int req_notify_cq(std::uint32_t cq, bool solicited_only) override { return host_.req_notify_cq(cq, solicited_only); }
-  int destroy_qp(std::uint32_t qpn) override;
   int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) override;
   core::MulticastLimits multicast_limits() const override { return host_.multicast_limits(); }
   int attach_mcast(std::uint32_t qpn, const core::Gid& mgid) override { return host_.attach_mcast(qpn, mgid); }
   int detach_mcast(std::uint32_t qpn, const core::Gid& mgid) override { return host_.detach_mcast(qpn, mgid); }
-  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
-    host_.set_event_handlers(std::move(on_cq), std::move(on_async));
-  }
   core::Expected<std::uint32_t> cm_listen(std::uint64_t service_id) override;
   int cm_stop_listening(std::uint32_t listener) override;
   core::Expected<std::uint32_t> cm_connect(const core::CmConnect& request) override;

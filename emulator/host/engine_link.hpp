@@ -1,13 +1,15 @@
 // The verbs that are the engine's own calls, the same on every host that runs the engine in
-// this process: each one a Host::call(f(device, now)) under the host's lock. EmbeddedLink (RoCE)
-// and IwarpLink add what their hosts do differently: posting, polling, multicast and
-// connection management.
+// this process: each one a Host::call(f(device, now)) under the host's lock, or the host's own
+// method of that name (polling, arming a CQ, destroying a QP). EmbeddedLink (RoCE) and IwarpLink
+// add what their hosts do differently: posting, multicast and connection management.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 
 #include "emulator/host/device_link.hpp"
 
@@ -19,6 +21,14 @@ class EngineLink : public DeviceLink {
   explicit EngineLink(Host& host) : host_(host) {}
 
   Host& host() { return host_; }
+
+  const std::string& address() const override { return host_.address(); }
+  int poll_cq(std::uint32_t cq, std::span<core::Wc> out) override { return host_.poll_cq(cq, out); }
+  int req_notify_cq(std::uint32_t cq, bool solicited_only) override { return host_.req_notify_cq(cq, solicited_only); }
+  int destroy_qp(std::uint32_t qpn) override { return host_.destroy_qp(qpn); }
+  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
+    host_.set_event_handlers(std::move(on_cq), std::move(on_async));
+  }
 
   core::Expected<std::uint32_t> alloc_pd() override {
     return host_.call([](core::Device& d, core::Time) { return d.alloc_pd(); });

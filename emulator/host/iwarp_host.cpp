@@ -98,6 +98,14 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   return device_.poll_cq(cq, out);
 }
 
+int IwarpHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
+  return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
+}
+
+int IwarpHost::destroy_qp(std::uint32_t qpn) {
+  return call([&](core::Device& d, core::Time) { return d.destroy_qp(qpn); });
+}
+
 bool IwarpHost::read_and_write_held_back() {
   bool acted = false;
   for (auto& [id, c] : connections_) {

@@ -83,6 +83,8 @@ class IwarpHost {
   // the CPU with the progress thread that would. Connections still open and end on the
   // progress thread alone.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
+  int req_notify_cq(std::uint32_t cq, bool solicited_only);
+  int destroy_qp(std::uint32_t qpn);
   // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
   core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
   // The CM's events, in order, on the progress thread and never under the lock.

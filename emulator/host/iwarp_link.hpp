@@ -3,8 +3,6 @@
 // iWARP RNIC has no IB CM, and no multicast either.
 #pragma once
 
-#include <string>
-
 #include "emulator/host/engine_link.hpp"
 #include "emulator/host/iwarp_host.hpp"
 
@@ -14,15 +12,7 @@ class IwarpLink final : public EngineLink<IwarpHost> {
  public:
   explicit IwarpLink(IwarpHost& host) : EngineLink(host) {}
 
-  const std::string& address() const override { return host_.address(); }
-
-  int poll_cq(std::uint32_t cq, std::span<core::Wc> out) override { return host_.poll_cq(cq, out); }
-  int req_notify_cq(std::uint32_t cq, bool solicited_only) override;
-  int destroy_qp(std::uint32_t qpn) override;
   int post_send(std::uint32_t qpn, std::span<const core::SendWr> wrs, std::size_t& posted) override;
-  void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) override {
-    host_.set_event_handlers(std::move(on_cq), std::move(on_async));
-  }
 
   core::Expected<std::uint32_t> cm_listen(std::uint64_t) override { return no_ib_cm(); }
   int cm_stop_listening(std::uint32_t) override { return EOPNOTSUPP; }
