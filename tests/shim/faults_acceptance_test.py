@@ -247,18 +247,13 @@ def field(d, path):
 def test_iwarp(softrdma, work):
     pairs.need_program("rping")
     for name, server_opts, client_faults, expect in IWARP_CASES:
-        server_ip, client_ip = free_loopback_pair()
-        port = pairs.free_port()
         files = {role: os.path.join(work, f"iwarp-{name}-{role}.json") for role in ("server", "client")}
         deadline = time.monotonic() + 30
-        sides = {}
-        for role, ip, opts in (("server", server_ip, server_opts), ("client", client_ip, ["--faults", client_faults])):
-            sides[role] = pairs.Side(role, [softrdma, "run", "--iwarp", "--ip", ip, "--stats", files[role], *opts,
-                                            "--", "rping", "-s" if role == "server" else "-c", "-a", server_ip,
-                                            "-p", str(port), "-V", "-C", "10"], work, f"iwarp-{name}")
-            while role == "server" and sides[role].alive() and not pairs.listens(sides[role].pid, port) and \
-                    time.monotonic() < deadline:
-                time.sleep(0.05)
+        sides = pairs.start_iwarp_rping(softrdma, free_loopback_pair(), work, f"iwarp-{name}", 10, deadline,
+                                        ["--stats", files["server"], *server_opts],
+                                        ["--stats", files["client"], "--faults", client_faults])
+        if sides is None:
+            continue
         for role in ("client", "server"):
             sides[role].wait(deadline)
             pairs.check(not sides[role].timed_out, f"iwarp {name}: the {role} ends (no hang)", sides[role].report())

@@ -31,26 +31,15 @@ EXPECTED = {"MPA_REQUEST": 1, "MPA_REPLY": 1, "READ_REQUEST": COUNT, "WRITE": CO
 TIMEOUT = 60
 
 
-def rping_side(softrdma, role, ip, server_ip, port, work, tag, extra=()):
-    argv = [softrdma, "run", "--iwarp", "--ip", ip, *extra, "--", "rping", "-s" if role == "server" else "-c",
-            "-a", server_ip, "-p", str(port), "-V", "-C", str(COUNT)]
-    return pairs.Side(role, argv, work, tag)
-
-
 def exchange(softrdma, validate, work, tag, server_extra=()):
     """One captured rping pair (the server with SERVER_EXTRA options); the capture's records."""
-    server_ip, client_ip = free_loopback_pair()
-    port = pairs.free_port()
     pcap = os.path.join(work, f"{tag}.pcap")
     deadline = time.monotonic() + TIMEOUT
-    server = rping_side(softrdma, "server", server_ip, server_ip, port, work, tag, server_extra)
-    while server.alive() and not pairs.listens(server.pid, port) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    listening = server.alive() and pairs.listens(server.pid, port)
-    if not pairs.check(listening, f"{tag}: the server listens on TCP port {port}", server.report()):
-        server.kill()
+    sides = pairs.start_iwarp_rping(softrdma, free_loopback_pair(), work, tag, COUNT, deadline, server_extra,
+                                    ["--capture", pcap])
+    if sides is None:
         return []
-    client = rping_side(softrdma, "client", client_ip, server_ip, port, work, tag, ["--capture", pcap])
+    server, client = sides["server"], sides["client"]
     client.wait(deadline)
     server.wait(min(deadline, time.monotonic() + 20))
     for side in (server, client):

@@ -461,6 +461,23 @@ def start_listening(argv_for_port, workdir, tag, deadline):
     return None, None
 
 
+def start_iwarp_rping(softrdma, addrs, workdir, tag, count, deadline, server_opts=(), client_opts=()):
+    """An rping -V -C COUNT pair on two srdmaiw0 devices (softrdma run --iwarp) at ADDRS
+    (server, client): the server on a free TCP port and, once it listens there (an iWARP
+    listen is a TCP listen), the client. {"server": Side, "client": Side}, both running; None
+    after a failed check."""
+    server_ip, client_ip = addrs
+
+    def argv(role, ip, opts, port):
+        return [softrdma, "run", "--iwarp", "--ip", ip, *opts, "--", "rping", "-s" if role == "server" else "-c",
+                "-a", server_ip, "-p", str(port), "-V", "-C", str(count)]
+
+    server, port = start_listening(lambda p: argv("server", server_ip, server_opts, p), workdir, tag, deadline)
+    if server is None:
+        return None
+    return {"server": server, "client": Side("client", argv("client", client_ip, client_opts, port), workdir, tag)}
+
+
 def run_pair(pair, mode, workdir, softrdma, tag, client_netns_pid=None, server_opts=(), client_opts=()):
     """Runs PAIR; returns (server, client) Sides after both ended, or None after a failed
     check. MODE 'loop' runs both on loopback; 'netns' runs the server here and the client

@@ -133,18 +133,13 @@ def iwarp_snapshots(softrdma, work):
     if shutil.which("rping") is None:
         print("SKIPPED (iWARP part): rping is not installed (apt-get install rdmacm-utils)")
         return
-    server_ip, client_ip = free_loopback_pair()
-    port = pairs.free_port()
     files = {role: os.path.join(work, f"iwarp-{role}.json") for role in ("server", "client")}
     deadline = time.monotonic() + pairs.PAIR_TIMEOUT
-    sides = {}
-    for role, ip in (("server", server_ip), ("client", client_ip)):
-        sides[role] = pairs.Side(role, [softrdma, "run", "--iwarp", "--ip", ip, "--stats", files[role], "--", "rping",
-                                        "-s" if role == "server" else "-c", "-a", server_ip, "-p", str(port), "-V",
-                                        "-C", str(RPING_COUNT)], work, "iwarp")
-        while role == "server" and sides[role].alive() and not pairs.listens(sides[role].pid, port) and \
-                time.monotonic() < deadline:
-            time.sleep(0.05)
+    server_ip, client_ip = free_loopback_pair()
+    sides = pairs.start_iwarp_rping(softrdma, (server_ip, client_ip), work, "iwarp", RPING_COUNT, deadline,
+                                    ["--stats", files["server"]], ["--stats", files["client"]])
+    if sides is None:
+        return
     for role in ("client", "server"):
         sides[role].wait(deadline)
         if not pairs.check(sides[role].proc.returncode == 0, f"iWARP rping {role} exits 0", sides[role].report()):
