@@ -461,6 +461,21 @@ def start_listening(argv_for_port, workdir, tag, deadline):
     return None, None
 
 
+def run_client(start, tries, deadline, refused):
+    """START(attempt) a client and wait for its end, again (TRIES runs at most) while
+    REFUSED(its stdout + stderr) says it found no listener: a server may say that it listens a
+    moment before it does. The last client's Side."""
+    for attempt in range(tries):
+        client = start(attempt)
+        rc = client.wait(deadline)
+        out, err = client.output()
+        if rc == 0 or client.timed_out or attempt == tries - 1 or not refused(out + err):
+            return client
+        print(f"note: the client found no listener (try {attempt + 1}); starting it again", flush=True)
+        time.sleep(0.5)
+    return None
+
+
 def start_iwarp_rping(softrdma, addrs, workdir, tag, count, deadline, server_opts=(), client_opts=()):
     """An rping -V -C COUNT pair on two srdmaiw0 devices (softrdma run --iwarp) at ADDRS
     (server, client): the server on a free TCP port and, once it listens there (an iWARP

@@ -57,7 +57,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from program_pairs_test import Side as ProgramSide, listens  # noqa: E402
+from program_pairs_test import Side as ProgramSide, listens, run_client  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -522,18 +522,12 @@ def connect_pair(case, server_argv, client_argv, port, workdir, deadline, tag):
     listener; (server, client, whether the server got ready)."""
     server = Side("server", server_argv, workdir, tag)
     ready = wait_ready(case, server, port, deadline)
-    client = None
-    for attempt in range(CONNECT_TRIES if ready else 1):
-        client = Side("client", client_argv, workdir, f"{tag}.{attempt}")
-        rc = client.wait(deadline)
-        out, err = client.output()
-        if rc != 0 and not client.timed_out and server.alive() and attempt < CONNECT_TRIES - 1 and \
-                NOT_LISTENING.search(out + err) and (case.ready != "tcp" or listens(server.pid, port)):
-            said = " | ".join(l.strip() for l in (out + err).splitlines() if NOT_LISTENING.search(l))[:200]
-            print(f"note: the client found no listener (try {attempt + 1}: {said}); starting it again", flush=True)
-            time.sleep(0.5)
-            continue
-        break
+
+    def refused(output):
+        return server.alive() and NOT_LISTENING.search(output) and (case.ready != "tcp" or listens(server.pid, port))
+
+    client = run_client(lambda attempt: Side("client", client_argv, workdir, f"{tag}.{attempt}"),
+                        CONNECT_TRIES if ready else 1, deadline, refused)
     return server, client, ready
 
 

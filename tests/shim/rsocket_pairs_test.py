@@ -42,6 +42,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_pairs_test import run_client  # noqa: E402
 from rdmacm_pairs_test import VETH_BOTH, Outcome, Side, drive, run_attached, udp_free  # noqa: E402
 
 SKIP = 77
@@ -190,17 +191,9 @@ def run_pair(case, result, softrdma, server_attach, client_attach, server_ip, ti
     server = Side("server", server_argv, workdir, case.name)
     ready = wait_ready(server, deadline)
     result.check(ready, "the server listens (prints its header)" + ("" if server.alive() else " (it exited first)"))
-    client = None
-    for attempt in range(CONNECT_TRIES if ready else 1):
-        client = Side("client", client_argv, workdir, f"{case.name}.{attempt}")
-        rc = client.wait(deadline)
-        out, err = client.output()
-        if rc != 0 and not client.timed_out and server.alive() and attempt < CONNECT_TRIES - 1 and \
-                REFUSED.search(out + err):
-            print(f"note: the client was refused (try {attempt + 1}); starting it again", flush=True)
-            time.sleep(0.5)
-            continue
-        break
+    client = run_client(lambda attempt: Side("client", client_argv, workdir, f"{case.name}.{attempt}"),
+                        CONNECT_TRIES if ready else 1, deadline,
+                        lambda output: server.alive() and REFUSED.search(output))
     server.wait(min(deadline, time.monotonic() + 20) if not client.timed_out else time.monotonic())
     judge(case, result, server, client)
     if result.failures:
