@@ -17,8 +17,10 @@ namespace softrdma::core {
 // limits bound QpCap at create time; no modify of an RC, UC or UD QP may change cap.
 struct DeviceLimits {
   std::uint32_t max_qp_wr = 16384, max_sge = 32, max_inline_data = 512;
-  std::uint8_t max_qp_rd_atom = 16;       // responder resources a QP may offer
-  std::uint8_t max_qp_init_rd_atom = 16;  // reads/atomics a QP may have outstanding
+  // Responder resources a QP may offer, and READs/atomics it may have outstanding: as many as
+  // Linux rxe and siw allow (128), so that a peer's default depth is one this device takes.
+  std::uint8_t max_qp_rd_atom = 128;
+  std::uint8_t max_qp_init_rd_atom = 128;
   std::uint16_t pkey_table_len = 1;
   std::uint8_t gid_table_len = 16;  // port 1's GID table length
   std::uint8_t phys_port_cnt = 1;

@@ -156,8 +156,8 @@ TEST_CASE("query_device and query_device_ex report the engine's limits", "[shim]
   CHECK(a.max_cqe == (1 << 20));
   CHECK(a.max_mr == 65536);
   CHECK(a.max_pd == 4096);
-  CHECK(a.max_qp_rd_atom == 16);
-  CHECK(a.max_qp_init_rd_atom == 16);
+  CHECK(a.max_qp_rd_atom == 128);  // as rxe and siw
+  CHECK(a.max_qp_init_rd_atom == 128);
   CHECK(a.atomic_cap == IBV_ATOMIC_HCA);
   CHECK(a.max_srq == 1024);
   CHECK(a.max_srq_wr == 16384);

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "emulator/core/qp_transition.hpp"
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
 
@@ -20,8 +21,9 @@ namespace {
 
 constexpr std::uint8_t kDefaultAckTimeout = 0x11;  // 537 ms, as rdma_cm on RoCE sends
 constexpr std::uint8_t kMinRnrTimer = 12;          // 0.64 ms (IBTA table 45)
-// The largest READ/atomic depth of the engine (DeviceLimits: max_qp_rd_atom, max_qp_init_rd_atom).
-constexpr std::uint8_t kMaxRdAtomic = 16;
+// The largest READ/atomic depth of the engine (max_qp_rd_atom, the same as max_qp_init_rd_atom).
+constexpr std::uint8_t kMaxRdAtomic = core::DeviceLimits{}.max_qp_rd_atom;
+static_assert(kMaxRdAtomic == core::DeviceLimits{}.max_qp_init_rd_atom);
 constexpr std::size_t kReqUserData = sizeof(wire::CmReq::private_data) - wire::kIpCmHeaderLength;
 constexpr std::size_t kSidrReqUserData = sizeof(wire::CmSidrReq::private_data) - wire::kIpCmHeaderLength;
 

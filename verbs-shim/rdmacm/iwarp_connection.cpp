@@ -8,13 +8,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "emulator/core/qp_transition.hpp"
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
 
-constexpr std::uint16_t kMaxReads = 16;  // the engine's max_qp_rd_atom and max_qp_init_rd_atom
+// The engine's max_qp_rd_atom, the same as its max_qp_init_rd_atom.
+constexpr std::uint16_t kMaxReads = core::DeviceLimits{}.max_qp_rd_atom;
+static_assert(kMaxReads == core::DeviceLimits{}.max_qp_init_rd_atom);
 
 core::MpaOffer offer_of(const rdma_conn_param* param) {
   core::MpaOffer offer;
