@@ -51,15 +51,18 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
   a.hw_ver = 0;
   a.max_qp = as_int(kEngine.max_qp);
   a.max_qp_wr = as_int(lim.max_qp_wr);
-  // Advertise only what the engine does for every QP: RNR NAKs. Memory windows, SRQ resize
-  // and the rest are added when the shim exposes them (a zero capability makes the rdma-core
-  // tests skip rather than fail).
-  a.device_cap_flags = IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN;
+  // Advertise only what the engine does and the shim exposes: RNR NAKs, and memory windows of
+  // type 1 and 2B (s10.6.7; a type 2 window is bound to one QP, as rxe's). SRQ resize and the
+  // rest are added when the shim exposes them (a zero capability makes the rdma-core tests skip
+  // rather than fail).
+  a.device_cap_flags =
+      IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a.max_sge = as_int(lim.max_sge);
   a.max_sge_rd = as_int(lim.max_sge);
   a.max_cq = as_int(kEngine.max_cq);
   a.max_cqe = as_int(kEngine.max_cqe);
   a.max_mr = as_int(kEngine.max_mr);
+  a.max_mw = a.max_mr;  // windows and regions share the engine's one table of keys
   a.max_pd = as_int(kEngine.max_pd);
   a.max_qp_rd_atom = lim.max_qp_rd_atom;
   a.max_res_rd_atom = a.max_qp * a.max_qp_rd_atom;
@@ -82,6 +85,8 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
     a.max_ah = 0;
     a.max_mcast_grp = a.max_mcast_qp_attach = a.max_total_mcast_qp_attach = 0;
     a.max_pkeys = 0;
+    a.max_mw = 0;  // siw has no memory windows
+    a.device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
   }
   return a;
 }

@@ -155,6 +155,9 @@ TEST_CASE("query_device and query_device_ex report the engine's limits", "[shim]
   CHECK(a.max_cq == 4096);
   CHECK(a.max_cqe == (1 << 20));
   CHECK(a.max_mr == 65536);
+  CHECK(a.max_mw == 65536);  // the same table of keys as the MRs
+  CHECK((a.device_cap_flags & IBV_DEVICE_MEM_WINDOW) != 0);
+  CHECK((a.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0);
   CHECK(a.max_pd == 4096);
   CHECK(a.max_qp_rd_atom == 128);  // as rxe and siw
   CHECK(a.max_qp_init_rd_atom == 128);
