@@ -141,6 +141,7 @@ int Device::dereg_mr(std::uint32_t lkey) {
 }
 
 Expected<std::uint32_t> Device::alloc_mw(std::uint32_t pd, int type) {
+  if (config_.iwarp) return Expected<std::uint32_t>::error(EOPNOTSUPP);  // as siw: no windows
   Pd* p = pds_.find(pd);
   if (!p || (type != 1 && type != 2)) return Expected<std::uint32_t>::error(EINVAL);
   Region r;

@@ -168,7 +168,7 @@ bool send_request(Device& d, Qp& q, UninitialisedBytes& out) {
   if (q.state() != QpState::rts && !draining) return false;
   while (q.next_wqe < q.sq.size()) {
     SendWqe& w = q.sq[q.next_wqe];
-    if (w.wr.opcode == WrOpcode::local_inv || w.wr.opcode == WrOpcode::bind_mw) {
+    if (w.wr.opcode == WrOpcode::local_inv) {
       if (q.next_wqe != 0 || draining) return false;  // as a fence (s10.6.7.2.1)
       Requester::execute_local(d, q, w);
       ++q.next_wqe;
@@ -190,7 +190,7 @@ bool send_request(Device& d, Qp& q, UninitialisedBytes& out) {
 
 bool iwarp_supports(WrOpcode op) {
   return op == WrOpcode::send || op == WrOpcode::send_with_inv || op == WrOpcode::rdma_write ||
-         op == WrOpcode::rdma_read || op == WrOpcode::local_inv || op == WrOpcode::bind_mw;
+         op == WrOpcode::rdma_read || op == WrOpcode::local_inv;
 }
 
 bool IwarpSender::next(Device& d, Qp& q, UninitialisedBytes& out) {

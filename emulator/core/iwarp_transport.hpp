@@ -30,7 +30,7 @@ void iwarp_terminate(Device& d, Qp& q, wire::iwarp::TerminateCause cause, const 
 WcStatus terminate_status(const wire::iwarp::RdmapTerminate& t);
 
 // Whether an iWARP QP can carry a send WR of this opcode: RDMAP has no immediate data, and
-// the RFC 7306 atomics are not implemented (as Linux siw).
+// the RFC 7306 atomics and memory windows are not implemented (as Linux siw).
 bool iwarp_supports(WrOpcode op);
 
 }  // namespace softrdma::core

@@ -137,16 +137,16 @@ TEST_CASE("an iWARP Send with Invalidate invalidates the receiver's STag and say
   CHECK(decode(p.from_a.sent).at(0).fpdu.message.opcode == RdmapOpcode::send_invalidate);
 }
 
-TEST_CASE("iWARP QPs refuse the opcodes RDMAP lacks", "[iwarp]") {
+TEST_CASE("iWARP QPs refuse the opcodes RDMAP lacks, and window binds", "[iwarp]") {
   StreamPair p;
   for (const WrOpcode op : {WrOpcode::send_with_imm, WrOpcode::rdma_write_with_imm, WrOpcode::atomic_cmp_and_swp,
-                            WrOpcode::atomic_fetch_and_add}) {
+                            WrOpcode::atomic_fetch_and_add, WrOpcode::bind_mw}) {
     core::SendWr wr = p.rdma(op, 0, 0, 8);
     CHECK(p.a.dev->post_send(0, p.a.qpn, wr) == EINVAL);
   }
 }
 
-TEST_CASE("an iWARP device has RC QPs only, no AHs, and reaches RTS only through its stream", "[iwarp]") {
+TEST_CASE("an iWARP device has RC QPs only, no AHs or MWs, and reaches RTS only through its stream", "[iwarp]") {
   core::DirectMemory memory;
   core::DeviceConfig config;
   config.gids = {ipv4_gid(1)};
@@ -164,6 +164,8 @@ TEST_CASE("an iWARP device has RC QPs only, no AHs, and reaches RTS only through
   ud.qp_type = core::QpType::uc;
   CHECK(d.create_qp(ud).error() == EOPNOTSUPP);
   CHECK(d.create_ah(o.pd, core::AddressVector{}).error() == EOPNOTSUPP);
+  CHECK(d.alloc_mw(o.pd, 1).error() == EOPNOTSUPP);
+  CHECK(d.alloc_mw(o.pd, 2).error() == EOPNOTSUPP);
 
   // RTR with the attributes IBTA asks of RC (s11.2.4.2) is taken; RTS is not.
   namespace mask = core::qp_attr;
