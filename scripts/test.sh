@@ -22,7 +22,7 @@ step "tests"
 (cd build/ci && ctest --output-on-failure -j "$JOBS")
 
 step "interoperability with Linux rxe and siw (a QEMU guest; skipped where it cannot boot)"
-# tests/interop/rxe_interop.sh: the rxe matrix both ways and the siw cases, ~4 minutes with the guest image
+# tests/interop/rxe_interop.sh: the rxe matrix both ways and the siw cases, ~9 minutes with the guest image
 # cached in ~/.cache/softrdma-interop (its first build downloads ~280 MB of Debian packages,
 # ~95 s more). The guest is emulated (TCG): the script runs a failing case once more itself,
 # and ctest reruns the whole suite once if it still fails (the guest that would not boot, say);
