@@ -125,7 +125,7 @@ class IwarpHost {
   bool carry_out_actions();                     // whether there were any
   bool write_ready();                           // whether anything was taken from the CM
   bool flush(std::uint32_t id, Connection& c);  // whether anything was taken from the CM
-  bool read_and_write_held_back();              // read() and flush() every connection; whether any did
+  bool read_and_write_held_back();              // read_fpdus() and flush() every connection; whether any did
   // The fault plan's verdict on the FPDU `c.out` holds from `at` on; false when it resets `c`.
   bool apply_faults(std::uint32_t id, Connection& c, std::size_t at);
   void release_held(Connection& c, core::Time now);  // due FPDUs into `out`
