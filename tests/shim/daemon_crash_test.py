@@ -50,6 +50,17 @@ def start_pair(softrdma, sock, work, tag, argv):
     return server, client
 
 
+def wait_connected(sides, seconds):
+    """Waits until every side has printed its peer's address: a program still setting up its
+    QP waits on its TCP exchange, not on a verb, and would never see the daemon die."""
+    until = time.monotonic() + seconds
+    for side in sides:
+        while side.alive() and "remote address" not in side.output()[0] and time.monotonic() < until:
+            time.sleep(0.05)
+        pairs.check("remote address" in side.output()[0],
+                    f"{' '.join(side.argv[4:6])} {side.role} exchanged addresses with its peer", side.report())
+
+
 def wait_all(sides, seconds):
     until = time.monotonic() + seconds
     for side in sides:
@@ -59,8 +70,9 @@ def wait_all(sides, seconds):
 def case_client(softrdma, softrdmad, work):
     daemon, sock = start_daemon(softrdmad, work)
     server, client = start_pair(softrdma, sock, work, "bw", ["ib_write_bw", "-s", "65536", "-D", "20"])
-    time.sleep(2.5)  # well into the 20 s of traffic
-    pairs.check(client.alive(), "the ib_write_bw client is mid-transfer after 2.5 s", client.report())
+    wait_connected([server, client], 30)
+    time.sleep(1)  # well into the 20 s of traffic
+    pairs.check(client.alive(), "the ib_write_bw client is mid-transfer 1 s after connecting", client.report())
     client.proc.send_signal(signal.SIGKILL)
     client.proc.wait()
     wait_all([server], EXIT_LIMIT)  # its peer gone, the server ends (its status does not matter)
@@ -80,10 +92,11 @@ def case_daemon(softrdma, softrdmad, work):
     daemon, sock = start_daemon(softrdmad, work)
     bw = start_pair(softrdma, sock, work, "bw", ["ib_write_bw", "-s", "65536", "-D", "30"])
     events = start_pair(softrdma, sock, work, "ev", ["ibv_rc_pingpong", "-g", "0", "-e", "-n", "100000000"])
-    time.sleep(2.5)
     programs = [*bw, *events]
+    wait_connected(programs, 30)
+    time.sleep(1)  # data flowing on both pairs
     for side in programs:
-        pairs.check(side.alive(), f"{' '.join(side.argv[4:6])} {side.role} is mid-transfer after 2.5 s", side.report())
+        pairs.check(side.alive(), f"{' '.join(side.argv[4:6])} {side.role} is still running 1 s after connecting", side.report())
     daemon.proc.send_signal(signal.SIGKILL)
     daemon.proc.wait()
     start = time.monotonic()
