@@ -38,8 +38,8 @@ void queue_ack(Qp& q, std::uint32_t psn, std::uint8_t syndrome) {
 
 Endpoints endpoints_of(const RxPacket& rx) { return {rx.src_gid, rx.dst_gid, rx.src_port, 0, 0, 64}; }
 
-void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
-                   const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
+Wc recv_wc(const Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
+           const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
   Wc wc;
   wc.wr_id = r.wr.wr_id;
   wc.status = status;
@@ -56,6 +56,23 @@ void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode
     wc.imm_data = wire::Ieth::rkey::get(h);
     wc.wc_flags |= wc_flags::with_inv;
   }
+  return wc;
+}
+
+void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
+                   const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
+  d.complete(q.init.recv_cq, recv_wc(q, r, status, opcode, byte_len, p, src_qp, flags),
+             wire::Bth::solicited_event::get(p.bth()));
+}
+
+// A datagram's completion. A RoCE v2 packet carries no SL field (IBTA vol. 1 annex A17), so
+// `sl` names its network header as ConnectX does (1 IPv6, 2 IPv4): UCX's ud_verbs reads it
+// there to find the destination address in the GRH area.
+void complete_datagram(Device& d, Qp& q, const RecvWqe& r, WcStatus status, std::uint32_t byte_len,
+                       const wire::IbPacket& p, const RxPacket& rx, std::uint32_t flags) {
+  constexpr std::uint8_t kIpv6Header = 1, kIpv4Header = 2;
+  Wc wc = recv_wc(q, r, status, WcOpcode::recv, byte_len, p, wire::Deth::src_qp::get(p.ext(Ext::deth)), flags);
+  wc.sl = is_ipv4_mapped(rx.src_gid) ? kIpv4Header : kIpv6Header;
   d.complete(q.init.recv_cq, wc, wire::Bth::solicited_event::get(p.bth()));
 }
 
@@ -235,19 +252,18 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
     return;
   }
   const auto payload = p.payload();
-  const std::uint32_t src_qp = wire::Deth::src_qp::get(deth);
   if (kGrhLength + payload.size() > r->length) {
-    complete_recv(d, q, *r, WcStatus::loc_len_err, WcOpcode::recv, 0, p, src_qp, 0);
+    complete_datagram(d, q, *r, WcStatus::loc_len_err, 0, p, rx, 0);
     return;
   }
   std::uint8_t grh[kGrhLength];
   write_grh(endpoints_of(rx), p.bytes().size(), grh);
   if (!d.scatter(r->wr.sg_list, q.init.pd, 0, grh) || !d.scatter(r->wr.sg_list, q.init.pd, kGrhLength, payload)) {
-    complete_recv(d, q, *r, WcStatus::loc_prot_err, WcOpcode::recv, 0, p, src_qp, 0);
+    complete_datagram(d, q, *r, WcStatus::loc_prot_err, 0, p, rx, 0);
     return;
   }
-  complete_recv(d, q, *r, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(kGrhLength + payload.size()), p,
-                src_qp, wc_flags::grh);
+  complete_datagram(d, q, *r, WcStatus::success, static_cast<std::uint32_t>(kGrhLength + payload.size()), p, rx,
+                    wc_flags::grh);
 }
 
 }  // namespace

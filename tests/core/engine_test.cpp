@@ -177,6 +177,7 @@ TEST_CASE("UD SEND arrives behind a 40-byte GRH holding the IPv4 header", "[core
   CHECK(rwc[0].src_qp == p.a.qpn);
   CHECK((rwc[0].wc_flags & core::wc_flags::grh) != 0);
   CHECK(rwc[0].imm_data == 0x01020304);
+  CHECK(rwc[0].sl == 2);            // the network header, as ConnectX names IPv4 there
   CHECK(p.b.buffer[20] == 0x45);    // the IPv4 header starts at byte 20 of the GRH area
   CHECK(p.b.buffer[20 + 15] == 1);  // source 127.0.0.1
   CHECK(std::memcmp(p.a.buffer.data(), p.b.buffer.data() + 40, 512) == 0);
