@@ -23,7 +23,7 @@ ibv_device make_device(Transport transport) {
   dev.transport_type = iwarp ? IBV_TRANSPORT_IWARP : IBV_TRANSPORT_IB;  // RoCE reports the IB transport
   const char* name = iwarp ? kIwarpDeviceName : kDeviceName;
   std::snprintf(dev.name, sizeof dev.name, "%s", name);
-  std::snprintf(dev.dev_name, sizeof dev.dev_name, "uverbs_%s", name);
+  std::snprintf(dev.dev_name, sizeof dev.dev_name, "%s%s", kDevNamePrefix, name);
   std::snprintf(dev.dev_path, sizeof dev.dev_path, "/sys/class/infiniband_verbs/%s", dev.dev_name);
   std::snprintf(dev.ibdev_path, sizeof dev.ibdev_path, "/sys/class/infiniband/%s", name);
   return dev;

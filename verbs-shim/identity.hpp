@@ -15,6 +15,8 @@ inline constexpr const char* kDeviceName = "srdma0";
 inline constexpr int kDeviceIndex = 0;
 inline constexpr const char* kIwarpDeviceName = "srdmaiw0";
 inline constexpr int kIwarpDeviceIndex = 1;
+// A device's dev_name, its node under /dev/infiniband, is this prefix and its name.
+inline constexpr const char* kDevNamePrefix = "uverbs_";
 inline constexpr int kGidTableLength = 16;  // DeviceLimits::gid_table_len in emulator/core
 
 using Gid = std::array<std::uint8_t, 16>;

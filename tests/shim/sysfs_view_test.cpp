@@ -87,9 +87,11 @@ std::string read_file(const std::filesystem::path& p) {
 
 TEST_CASE("sysfs view: paths outside the view pass through unchanged", "[sysfs-view]") {
   ScopedVariable root(SOFTRDMA_SYSFS_ROOT_VARIABLE, "/R");
-  for (const char* path : {"/sys/class/net/lo", "/sys/class/infinibandx", "/sys/class/infiniband_mad/umad0",
-                           "/sys/classes/infiniband", "/sysx/class/infiniband", "/proc/self/maps", "/", "",
-                           "sys/class/infiniband/srdma0", "./sys/class/infiniband", "/sys/class", "/sys"}) {
+  for (const char* path :
+       {"/sys/class/net/lo", "/sys/class/infinibandx", "/sys/class/infiniband_mad/umad0", "/sys/classes/infiniband",
+        "/sysx/class/infiniband", "/proc/self/maps", "/", "", "sys/class/infiniband/srdma0", "./sys/class/infiniband",
+        "/sys/class", "/sys", "/dev", "/dev/null", "/dev/infinibandx", "/dev/shm/infiniband", "/sys/dev/infiniband",
+        "dev/infiniband"}) {
     CAPTURE(path);
     CHECK(view(path) == "=");
   }
@@ -101,6 +103,13 @@ TEST_CASE("sysfs view: without the variable nothing is redirected", "[sysfs-view
     ScopedVariable root(SOFTRDMA_SYSFS_ROOT_VARIABLE, value);
     CHECK(view("/sys/class/infiniband/srdma0/node_type") == "=");
   }
+}
+
+TEST_CASE("sysfs view: /dev/infiniband moves under the root's dev, normalised", "[sysfs-view]") {
+  ScopedVariable root(SOFTRDMA_SYSFS_ROOT_VARIABLE, "/R");
+  CHECK(view("/dev/infiniband") == "/R/dev/infiniband");
+  CHECK(view("//dev//infiniband/./uverbs_srdma0") == "/R/dev/infiniband/uverbs_srdma0");
+  CHECK(view("/dev/infiniband/..") == "=");
 }
 
 TEST_CASE("sysfs view: the two classes move under the root, normalised", "[sysfs-view]") {
@@ -211,6 +220,9 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   CHECK(read_file(device / "ports/1/gid_attrs/ndevs/0") == "lo\n");
   CHECK(read_file(device / "node_guid") == "0200:7fff:fe4d:3201\n");
   CHECK(fs::is_directory(device / "device/net/lo"));
+  const fs::path node = fs::path(tree.root) / "dev/infiniband/uverbs_srdma0";
+  CHECK(fs::read_symlink(node) == "/dev/null");
+  CHECK(fs::is_character_file(node));
   CHECK(run::write_sysfs_tree(files).root == tree.root);  // the same content: the same tree
   const run::SysfsTree other = run::write_sysfs_tree(sysfs_files({}));
   CHECK(other.root != tree.root);
@@ -220,6 +232,9 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   fs::remove(device / "ports/1/gid_attrs/types/0");
   CHECK(run::write_sysfs_tree(files).root == tree.root);
   CHECK(read_file(device / "ports/1/gid_attrs/types/0") == "RoCE v2\n");
+  fs::remove(node);  // and one that lost its device node
+  CHECK(run::write_sysfs_tree(files).root == tree.root);
+  CHECK(fs::is_character_file(node));
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(work / "run")) ++entries;
   CHECK(entries == 2);  // the two trees, no temporary left over

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The sysfs view `softrdma run` gives programs: srdma0 under /sys/class/infiniband, seen by
-unmodified programs and their children (python3, ls, cat, sh) through libsoftrdma_sysfs.so.
+"""The sysfs view `softrdma run` gives programs: srdma0 under /sys/class/infiniband and its node
+under /dev/infiniband, seen by unmodified programs and their children (python3, ls, cat, sh)
+through libsoftrdma_sysfs.so.
 
 usage: sysfs_view_test.py CASE SOFTRDMA [SOFTRDMAD] [CC]
        sysfs_view_test.py --list
@@ -112,6 +113,19 @@ def case_ls(softrdma, _softrdmad, _cc):
     check(rc == 0 and out == "srdma0\n", "ls /sys/class/infiniband prints srdma0", f"rc={rc} {out!r} {err!r}")
     rc, out, err = under(softrdma, [], ["ls", "-l", f"{DEV}/ports/1"])
     check(rc == 0 and "link_layer" in out and err == "", "ls -l ports/1 (stat and extended attributes)", f"rc={rc} {out}{err}")
+
+
+def case_dev_node(softrdma, _softrdmad, _cc):
+    code = ("import os, stat; p = '/dev/infiniband/uverbs_srdma0'; "
+            "print(stat.S_ISCHR(os.stat(p).st_mode), os.access(p, os.R_OK | os.W_OK))")
+    rc, out, err = under(softrdma, [], [PYTHON, "-c", code])
+    check(rc == 0 and out == "True True\n" and err == "",
+          "python3: /dev/infiniband/uverbs_srdma0 is a character device it may read and write", f"{out!r} {err!r}")
+    rc, out, err = under(softrdma, [], ["ls", "/dev/infiniband"])
+    check(rc == 0 and out == "uverbs_srdma0\n", "ls /dev/infiniband prints uverbs_srdma0", f"rc={rc} {out!r} {err!r}")
+    if not os.path.exists("/dev/infiniband"):
+        rc, out, _ = run([PYTHON, "-c", "import os; print(os.path.exists('/dev/infiniband'))"])
+        check(out == "False\n", "without softrdma run there is no /dev/infiniband (no kernel RDMA stack here)", out)
 
 
 def case_cat(softrdma, _softrdmad, _cc):

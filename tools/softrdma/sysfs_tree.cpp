@@ -39,9 +39,20 @@ fs::path device_dir(const fs::path& root) { return root / "class" / "infiniband"
 
 bool names_directory(const shim::SysfsFile& f) { return f.path.ends_with('/'); }
 
-// Whether the tree at ROOT holds every file with its content.
+// srdma0's node under /dev/infiniband, which UCX requires to exist as a character device it may
+// read and write before it uses a device. softrdma's verbs never go through it and no node of
+// its own can be made without CAP_MKNOD, so it is a link to /dev/null.
+fs::path device_node(const fs::path& root) {
+  return root / "dev" / "infiniband" / (std::string(shim::kDevNamePrefix) + shim::kDeviceName);
+}
+constexpr const char* kDeviceNodeTarget = "/dev/null";
+
+// Whether the tree at ROOT holds every file with its content, and the device node.
 bool holds(const fs::path& root, const std::vector<shim::SysfsFile>& files) {
   std::error_code ec;
+  if (!fs::is_symlink(device_node(root), ec) || fs::read_symlink(device_node(root), ec) != kDeviceNodeTarget) {
+    return false;
+  }
   for (const shim::SysfsFile& f : files) {
     const fs::path p = device_dir(root) / f.path;
     if (names_directory(f)) {
@@ -73,6 +84,13 @@ std::string write_files(const fs::path& root, const std::vector<shim::SysfsFile>
   return {};
 }
 
+std::string write_device_node(const fs::path& root) {
+  std::error_code ec;
+  fs::create_directories(device_node(root).parent_path(), ec);
+  if (!ec) fs::create_symlink(kDeviceNodeTarget, device_node(root), ec);
+  return ec ? "cannot create " + device_node(root).string() + ": " + ec.message() : std::string();
+}
+
 }  // namespace
 
 SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files) {
@@ -89,6 +107,7 @@ SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files) {
     return {{}, "cannot create a directory in " + dir.path + ": " + std::strerror(errno)};
   }
   std::string error = write_files(temporary, files);
+  if (error.empty()) error = write_device_node(temporary);
   // Another run may have put the same tree in place first: then it is used.
   if (error.empty() && ::rename(temporary.c_str(), root.c_str()) != 0) {
     const int err = errno;

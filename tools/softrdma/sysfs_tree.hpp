@@ -1,5 +1,6 @@
 // The tree `softrdma run` writes for its sysfs view: srdma0's files (verbs-shim/sysfs_files.hpp)
-// at ROOT/class/infiniband/srdma0/, ROOT standing for /sys (verbs-shim/sysfs_view/view_path.h).
+// at ROOT/class/infiniband/srdma0/, ROOT/class standing for /sys/class, and its device node at
+// ROOT/dev/infiniband/, standing for /dev/infiniband (verbs-shim/sysfs_view/view_path.h).
 //
 // softrdma run execs the program, so nothing is left to remove the tree when it ends. It lives
 // instead in the runtime directory (emulator/host/runtime_dir.hpp) under a name made from its

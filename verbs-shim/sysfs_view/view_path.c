@@ -30,23 +30,40 @@ static const char *too_long(void) {
   return NULL;
 }
 
+/* The directory of the view PATH is in: "class/" for /sys/class/infiniband(_verbs), "dev/" for
+ * /dev/infiniband, with *NAME at that directory's name in PATH and *REST just past it; NULL
+ * when PATH is outside the view. */
+static const char *view_dir(const char *path, const char **name, const char **rest) {
+  const char *p = skip_slashes(path);
+  const char *sys = past(p, "sys");
+  const char *class_dir = sys != NULL ? past(skip_slashes(sys), "class") : NULL;
+  if (class_dir != NULL) {
+    *name = skip_slashes(class_dir);
+    *rest = past(*name, "infiniband");
+    if (*rest == NULL) *rest = past(*name, "infiniband_verbs");
+    return *rest != NULL ? "/class/" : NULL;
+  }
+  const char *dev = past(p, "dev");
+  if (dev == NULL) return NULL;
+  *name = skip_slashes(dev);
+  *rest = past(*name, "infiniband");
+  return *rest != NULL ? "/dev/" : NULL;
+}
+
 const char *softrdma_view_path(const char *path, char *out) {
   if (path == NULL || path[0] != '/') return path;
-  const char *p = past(skip_slashes(path), "sys");
-  if (p != NULL) p = past(skip_slashes(p), "class");
-  const char *class_name = p != NULL ? skip_slashes(p) : NULL;
-  const char *rest = class_name != NULL ? past(class_name, "infiniband") : NULL;
-  if (class_name != NULL && rest == NULL) rest = past(class_name, "infiniband_verbs");
-  if (rest == NULL) return path;
+  const char *name = NULL, *rest = NULL;
+  const char *dir = view_dir(path, &name, &rest);
+  if (dir == NULL) return path;
   const char *root = getenv(SOFTRDMA_SYSFS_ROOT_VARIABLE);
   if (root == NULL || *root == '\0') return path;
 
   size_t len = 0;
-  if (!append(out, &len, root, strlen(root)) || !append(out, &len, "/class/", 7) ||
-      !append(out, &len, class_name, (size_t)(rest - class_name))) {
+  if (!append(out, &len, root, strlen(root)) || !append(out, &len, dir, strlen(dir)) ||
+      !append(out, &len, name, (size_t)(rest - name))) {
     return too_long();
   }
-  const size_t base = len; /* the class directory: a ".." here leaves the view */
+  const size_t base = len; /* the view's directory: a ".." here leaves the view */
   int keep_slash = 0;      /* a path ending in '/', "." or ".." names a directory */
   for (const char *c = skip_slashes(rest); *c != '\0'; c = skip_slashes(c)) {
     const size_t n = strcspn(c, "/");

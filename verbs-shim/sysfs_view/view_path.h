@@ -1,6 +1,7 @@
-/* Where a path lies in the file-system view of srdma0's sysfs directory that `softrdma run`
- * gives programs: a path under /sys/class/infiniband or /sys/class/infiniband_verbs is the same
- * path under $SOFTRDMA_SYSFS_ROOT, the tree softrdma run wrote for /sys
+/* Where a path lies in the file-system view of srdma0's sysfs directory and device node that
+ * `softrdma run` gives programs: a path under /sys/class/infiniband or
+ * /sys/class/infiniband_verbs is the same path under $SOFTRDMA_SYSFS_ROOT/class, one under
+ * /dev/infiniband the same under $SOFTRDMA_SYSFS_ROOT/dev, in the tree softrdma run wrote
  * (tools/softrdma/sysfs_tree.hpp); every other path is itself. */
 #pragma once
 
