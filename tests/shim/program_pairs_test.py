@@ -91,7 +91,7 @@ NETNS_ACTIVE_MTU = 1024  # what the device reports on a 1500-byte interface (ver
 
 PACKAGES = {
     "ibv_rc_pingpong": "ibverbs-utils", "ibv_uc_pingpong": "ibverbs-utils", "ibv_ud_pingpong": "ibverbs-utils",
-    "ibv_srq_pingpong": "ibverbs-utils",
+    "ibv_srq_pingpong": "ibverbs-utils", "ucx_info": "ucx-utils", "ucx_perftest": "ucx-utils",
 }
 
 # A line like these on either side fails the pair whatever the exit codes say (rc_pingpong -c
