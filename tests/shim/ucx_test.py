@@ -11,12 +11,13 @@ CASE is one of --list's:
                        with UCX_TLS forced to rc_v (rc_verbs, with ud_verbs only for wire-up) or
                        ud_v, and UCX_NET_DEVICES to srdma0:1.
   MODE.uct.TEST        a UCT pair (am_lat, put_bw, get) with -x rc_verbs -d srdma0:1.
-MODE is loop (both on 127.0.0.1) or netns (two network namespaces joined by a veth, as in
-program_pairs_test.py).
+MODE is loop (both on 127.0.0.1), daemon (both on one softrdmad, $SOFTRDMAD) or netns (two
+network namespaces joined by a veth, as in program_pairs_test.py).
 
 A pair passes when both sides exit 0 within the timeout, the client prints its "Final:" row with
-the iterations asked for, and each side's `softrdma run --stats` counters show at least that
-many packets through srdma0 (ucx_perftest cannot check the data it moves). Exit 0 pass, 1 fail,
+the iterations asked for, and srdma0's counters (each side's `softrdma run --stats`, or the
+daemon's `softrdma stats`) show at least that many packets (ucx_perftest cannot check the data
+it moves). Exit 0 pass, 1 fail,
 77 (ctest's SKIP_RETURN_CODE) when ucx-utils is not installed or namespaces cannot be made.
 """
 
@@ -39,14 +40,15 @@ UCP_TESTS = {"tag_lat": 8, "tag_bw": 65536, "ucp_put_bw": 65536, "ucp_get": 6553
 UCP_TLS = ("rc_v", "ud_v")
 # UCT tests: zero-copy for the RDMA ones (a get has no short form).
 UCT_TESTS = {"am_lat": [], "put_bw": ["-s", "65536", "-D", "zcopy"], "get": ["-s", "65536", "-D", "zcopy"]}
-# Across the namespaces: one UCP test per transport and one UCT test.
-NETNS_CASES = ("ucp.tag_bw.rc_v", "ucp.ucp_get.rc_v", "ucp.tag_lat.ud_v", "uct.put_bw")
+# Across the namespaces, and on a daemon: one UCP test per transport and one UCT test.
+FEW_CASES = ("ucp.tag_bw.rc_v", "ucp.ucp_get.rc_v", "ucp.tag_lat.ud_v", "uct.put_bw")
 
 
 def case_names():
     ucp = [f"ucp.{test}.{tls}" for tls in UCP_TLS for test in UCP_TESTS]
     uct = [f"uct.{test}" for test in UCT_TESTS]
-    return ["info"] + [f"loop.{c}" for c in ucp + uct] + [f"netns.{c}" for c in NETNS_CASES]
+    return (["info"] + [f"loop.{c}" for c in ucp + uct] + [f"daemon.{c}" for c in FEW_CASES] +
+            [f"netns.{c}" for c in FEW_CASES])
 
 
 def perftest_argv(case):
@@ -74,29 +76,45 @@ def check_info(softrdma):
     return pairs.finish()
 
 
-def counted_packets(stats_path):
+def counted_packets(stats_json):
     try:
-        with open(stats_path) as f:
-            counters = json.load(f)["counters"]
+        counters = json.loads(stats_json)["counters"]
         return counters["sent_pkts"] + counters["rcvd_pkts"]
-    except (OSError, ValueError, KeyError):
+    except (ValueError, KeyError):
         return None
 
 
-def run_pair(softrdma, case, work, server_ip="127.0.0.1", client_netns_pid=None, ips=(None, None)):
+def read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def daemon_stats(softrdma, daemon):
+    p = subprocess.run([softrdma, "stats", "--json", "--pid", str(daemon.pid)], capture_output=True, text=True,
+                       timeout=30, env=pairs.clean_env())
+    return p.stdout
+
+
+def run_pair(softrdma, case, work, server_ip="127.0.0.1", client_netns_pid=None, ips=(None, None), daemon=None):
+    """One ucx_perftest pair; with DAEMON (its Side and socket) both sides use that softrdmad."""
     options, env = perftest_argv(case)
     options += ["-n", str(ITERS), "-w", str(WARMUP)]
     os.environ.update(env)  # Side passes this process's environment on, SOFTRDMA_* removed
     stats = {role: os.path.join(work, f"{role}.stats.json") for role in ("server", "client")}
 
     def run(role, ip):
+        if daemon is not None:
+            return [softrdma, "run", f"--daemon={daemon[1]}", "--", "ucx_perftest"]
         return [softrdma, "run", *(["--ip", ip] if ip else []), "--stats", stats[role], "--", "ucx_perftest"]
 
     deadline = time.monotonic() + PAIR_TIMEOUT
     server, port = pairs.start_listening(lambda p: run("server", ips[0]) + options + ["-p", str(p)], work, "ucx",
                                          deadline)
     if server is None:
-        return pairs.finish()
+        return
     client = pairs.Side("client", run("client", ips[1]) + [server_ip] + options + ["-p", str(port)], work, "ucx",
                         netns_pid=client_netns_pid)
     client.wait(deadline)
@@ -107,17 +125,31 @@ def run_pair(softrdma, case, work, server_ip="127.0.0.1", client_netns_pid=None,
     out, _ = client.output()
     pairs.check(re.search(rf"^Final:\s+{ITERS}\s", out, re.M) is not None,
                 f"the client prints its Final row of {ITERS} iterations", client.report())
-    for role, path in stats.items():
-        packets = counted_packets(path)
+    counted = {"softrdmad": daemon_stats(softrdma, daemon[0])} if daemon else \
+        {role: read_file(path) for role, path in stats.items()}
+    for who, stats_json in counted.items():
+        packets = counted_packets(stats_json)
         pairs.check(packets is not None and packets >= ITERS,
-                    f"the {role}'s srdma0 counted at least {ITERS} packets ({packets})", path)
-    return pairs.finish()
+                    f"the {who}'s srdma0 counted at least {ITERS} packets ({packets})", stats_json[:2000])
+
+
+def check_daemon(softrdma, case):
+    with tempfile.TemporaryDirectory(prefix="softrdma-ucx-") as work:
+        daemon, sock = pairs.start_daemon(pairs.softrdmad_path(), work, "softrdmad")
+        if daemon is None:
+            return pairs.finish()
+        try:
+            run_pair(softrdma, case, work, daemon=(daemon, sock))
+        finally:
+            pairs.stop_daemons([daemon], not pairs.failures)
+        return pairs.finish()
 
 
 def check_netns(softrdma, case, host_netns):
     pairs.inside_own_namespace(host_netns)
     with pairs.TwoHosts() as hosts, tempfile.TemporaryDirectory(prefix="softrdma-ucx-") as work:
-        return run_pair(softrdma, case, work, pairs.NETNS_ADDR[0], hosts.holder.pid, pairs.NETNS_ADDR)
+        run_pair(softrdma, case, work, pairs.NETNS_ADDR[0], hosts.holder.pid, pairs.NETNS_ADDR)
+    return pairs.finish()
 
 
 def main(argv):
@@ -139,7 +171,10 @@ def main(argv):
     mode, case = name.split(".", 1)
     if mode == "loop":
         with tempfile.TemporaryDirectory(prefix="softrdma-ucx-") as work:
-            return run_pair(softrdma, case, work)
+            run_pair(softrdma, case, work)
+        return pairs.finish()
+    if mode == "daemon":
+        return check_daemon(softrdma, case)
     if host_netns is None:
         inner = pairs.netns_unshare() + [sys.executable, os.path.abspath(__file__), "--inside",
                                          os.readlink("/proc/self/ns/net")] + argv[1:]
