@@ -17,8 +17,9 @@ packages=(
   # unmodified RDMA programs the verbs shim is tested with (rdma-core 44 in Debian 12), and
   # objdump/readelf for the shim's export-table check
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
-  # the communication library real stacks reach verbs through: ucx_info and ucx_perftest
-  ucx-utils
+  # the communication library real stacks reach verbs through (ucx_info, ucx_perftest), and
+  # Open MPI over it (mpirun, and mpicc for tests/mpi)
+  ucx-utils openmpi-bin libopenmpi-dev
   # scripts/bench.sh: the kernel baselines perftest is compared with, and its plot
   iperf3 sockperf gnuplot-nox
   # tests/interop/rxe_interop.sh: the Linux rxe guests (SOFTRDMA_SHARED_DIR/tools/interop-vm), whose
