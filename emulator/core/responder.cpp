@@ -15,8 +15,7 @@ namespace {
 using wire::Ext;
 using wire::OpFlag;
 
-constexpr std::uint8_t kAckNoCredit = 0x1F;   // "no credit information", as Linux rxe sends
-constexpr std::size_t kResourceHistory = 64;  // finished READs/atomics kept to answer duplicates
+constexpr std::uint8_t kAckNoCredit = 0x1F;  // "no credit information", as Linux rxe sends
 constexpr std::size_t kGrhLength = 40;
 
 std::uint8_t nak(wire::NakCode code) {
@@ -178,9 +177,13 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
   return true;
 }
 
+// Keeps a READ's or atomic's resource to answer its duplicates: as many finished ones as the
+// requester may have outstanding (max_dest_rd_atomic), as it may ask again for any of those
+// (s9.7.5.1.7).
 void keep_resource(Qp& q, ResponderResource r) {
   q.resources.push_back(r);
-  while (q.resources.size() > kResourceHistory && !q.resources.front().sending) q.resources.pop_front();
+  const std::size_t history = std::max<std::size_t>(q.attr.max_dest_rd_atomic, 1);
+  while (q.resources.size() > history && !q.resources.front().sending) q.resources.pop_front();
 }
 
 // Whether a new READ or atomic exceeds max_dest_rd_atomic (s9.7.5.1.4). Responses sent again
