@@ -96,6 +96,15 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::Multicas
   a.orig_attr = device_attr(id, mcast);
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;        // pyverbs' test_phys_port_cnt_ex compares them
+  if (id.transport != Transport::iwarp) {
+    // On-demand paging, explicit and implicit MRs, for what rdma-core's ODP tests and
+    // odp_unmap_test.py run (as siw, srdmaiw0 has none).
+    a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+    a.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                                                IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
+                                                IBV_ODP_SUPPORT_SRQ_RECV;
+    a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+  }
   return a;
 }
 

@@ -36,6 +36,7 @@ void install_ops(verbs_context& vctx) {
   vctx.create_cq_ex = create_cq_ex_op;
   vctx.create_qp_ex = create_qp_ex_op;
   vctx.alloc_parent_domain = alloc_parent_domain_op;
+  vctx.advise_mr = advise_mr_op;
   vctx.close_xrcd = close_xrcd;
   // Every other verbs_context op stays NULL: the inline wrappers then return EOPNOTSUPP
   // themselves (ibv_open_xrcd, ibv_alloc_dm, ibv_alloc_td, flows, WQs, counters...), or fall

@@ -14,6 +14,11 @@ ibv_mw* alloc_mw_op(ibv_pd* pd, ibv_mw_type type);
 int bind_mw_op(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 int dealloc_mw_op(ibv_mw* mw);
 
+// odp_mrs.cpp: the on-demand MRs registered (pd_mr_verbs.cpp), and ibv_advise_mr on them.
+void note_odp_mr(const ibv_mr& mr, std::uint64_t start);
+void forget_odp_mr(const ibv_mr& mr);
+int advise_mr_op(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_sge* sg_list, std::uint32_t num_sge);
+
 // cq_verbs.cpp
 ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc);

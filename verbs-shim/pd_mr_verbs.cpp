@@ -14,7 +14,18 @@ namespace {
 // Access bits ibv_reg_mr may carry. IBV_ACCESS_OPTIONAL_RANGE bits (relaxed ordering) are
 // hints a device may ignore (verbs.h); the rest of the range is unknown, hence EINVAL.
 constexpr unsigned kMrAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED;
+                               IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
+                               IBV_ACCESS_ON_DEMAND;
+static_assert(IBV_ACCESS_ZERO_BASED == core::access::zero_based && IBV_ACCESS_ON_DEMAND == core::access::on_demand,
+              "the engine takes rdma-core's access bits as they are");
+
+// An implicit on-demand MR (ibv_reg_mr(pd, NULL, SIZE_MAX, ...ON_DEMAND)) covers the whole
+// address space: for the engine, every user address, which fits in 48 bits.
+constexpr std::uint64_t kUserAddressSpace = std::uint64_t{1} << 48;
+
+bool implicit_odp(const void* addr, std::size_t length, unsigned access) {
+  return addr == nullptr && length == SIZE_MAX && (access & IBV_ACCESS_ON_DEMAND);
+}
 
 int set_errno(int err) {
   errno = err;
@@ -22,7 +33,8 @@ int set_errno(int err) {
 }
 
 ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, unsigned access) {
-  if (pd == nullptr || (length != 0 && addr == nullptr)) {
+  const bool implicit = implicit_odp(addr, length, access);
+  if (pd == nullptr || (length != 0 && addr == nullptr && !implicit)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -36,8 +48,9 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t io
     errno = ENOMEM;
     return nullptr;
   }
-  const auto keys =
-      link(pd->context).reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr), length, iova, access);
+  const auto keys = link(pd->context)
+                        .reg_mr(pd_handle(pd), reinterpret_cast<std::uint64_t>(addr),
+                                implicit ? kUserAddressSpace : length, implicit ? 0 : iova, access);
   if (!keys) {
     delete mr;
     errno = keys.error();
@@ -50,6 +63,7 @@ ibv_mr* register_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t io
   mr->handle = keys->lkey;
   mr->lkey = keys->lkey;
   mr->rkey = keys->rkey;
+  if (access & IBV_ACCESS_ON_DEMAND) note_odp_mr(*mr, (access & IBV_ACCESS_ZERO_BASED) ? 0 : iova);
   return mr;
 }
 
@@ -179,6 +193,7 @@ int srdma_default_ibv_dereg_mr(ibv_mr* mr) {
   if (mr == nullptr) return set_errno(EINVAL);
   const int err = link(mr->context).dereg_mr(mr->lkey);
   if (err != 0) return set_errno(err);
+  forget_odp_mr(*mr);
   delete mr;
   return 0;
 }

@@ -15,8 +15,8 @@
 namespace softrdma::core {
 namespace {
 
-constexpr std::uint32_t kLocalAccess =
-    access::local_write | access::remote_write | access::remote_read | access::remote_atomic | access::mw_bind;
+constexpr std::uint32_t kLocalAccess = access::local_write | access::remote_write | access::remote_read |
+                                       access::remote_atomic | access::mw_bind | access::on_demand;
 
 std::uint64_t sge_total(const std::vector<Sge>& sges) {
   std::uint64_t n = 0;
@@ -77,10 +77,10 @@ int check_mr_access(std::uint32_t acc) {
   return 0;
 }
 
-void translate_to(Region& r, const MrTranslation& t, std::uint32_t acc) {
+void translate_to(Region& r, const MrTranslation& t, std::uint32_t acc, Memory& memory) {
   r.iova = (acc & access::zero_based) ? 0 : t.iova;
   r.length = t.length;
-  r.host = t.host;
+  r.host = (acc & access::on_demand) ? memory.on_demand(t.host) : t.host;
 }
 
 }  // namespace
@@ -90,10 +90,11 @@ Expected<MrKeys> Device::reg_mr(std::uint32_t pd, std::uint64_t host, std::uint6
   Pd* p = pds_.find(pd);
   if (!p) return Expected<MrKeys>::error(EINVAL);
   if (const int err = check_mr_access(acc)) return Expected<MrKeys>::error(err);
+  if (config_.iwarp && (acc & access::on_demand)) return Expected<MrKeys>::error(EOPNOTSUPP);  // as siw: no ODP
   if (length > std::numeric_limits<std::uint64_t>::max() - iova) return Expected<MrKeys>::error(EINVAL);
   Region r;
   r.pd = pd;
-  translate_to(r, {host, length, iova}, acc);
+  translate_to(r, {host, length, iova}, acc, memory_);
   r.access = acc & kLocalAccess;
   r.valid = true;
   const auto h = regions_.insert(r);
@@ -110,6 +111,8 @@ int Device::rereg_mr(std::uint32_t lkey, const MrChange& change) {
   if (r->windows) return EBUSY;  // bound windows would outlive their translation (s10.6.7.1)
   const std::uint32_t acc = change.access.value_or(r->access);
   if (const int err = check_mr_access(acc)) return err;
+  // The translation of a region that pages on demand is the memory's own: kept, not converted.
+  if ((acc ^ r->access) & access::on_demand) return EOPNOTSUPP;
   if (change.translation &&
       change.translation->length > std::numeric_limits<std::uint64_t>::max() - change.translation->iova)
     return EINVAL;
@@ -120,7 +123,7 @@ int Device::rereg_mr(std::uint32_t lkey, const MrChange& change) {
     ++to->users;
     r->pd = *change.pd;
   }
-  if (change.translation) translate_to(*r, *change.translation, acc);
+  if (change.translation) translate_to(*r, *change.translation, acc, memory_);
   r->access = acc & kLocalAccess;
   return 0;
 }

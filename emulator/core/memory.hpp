@@ -21,6 +21,10 @@ class Memory {
   // original value through `original`.
   virtual bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) = 0;
   virtual bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) = 0;
+  // The address the engine uses for `addr` in an on-demand region (access::on_demand), whose
+  // memory may be unmapped when it is reached: accesses there fail instead of faulting. An
+  // implementation that checks every access already needs no mark.
+  virtual std::uint64_t on_demand(std::uint64_t addr) { return addr; }
   // Makes every write so far visible and forgets anything read ahead. An implementation may
   // defer writes and read ahead (the daemon's batches its system calls) until the next call:
   // the engine calls it before a completion can be seen (poll_cq), the host before packets

@@ -97,9 +97,10 @@ struct ValueRule {
 
 constexpr bool valid_port(std::uint8_t p, const DeviceLimits& d) { return p >= 1 && p <= d.phys_port_cnt; }
 constexpr std::uint32_t k24Bits = 1u << 24;  // PSNs and QPNs (IBTA vol. 1 s9.2 BTH)
-// The QP access flags the engine implements (rxe also takes its ODP and FLUSH bits).
-constexpr std::uint32_t kQpAccess =
-    access::local_write | access::remote_write | access::remote_read | access::remote_atomic | access::mw_bind;
+// The QP access flags the engine takes: those it implements, and the ODP bit, an MR's property
+// that rdma-core's ODP tests pass here too and rxe accepts (rxe also takes its FLUSH bits).
+constexpr std::uint32_t kQpAccess = access::local_write | access::remote_write | access::remote_read |
+                                    access::remote_atomic | access::mw_bind | access::on_demand;
 
 constexpr ValueRule kValueRules[] = {
     // Ports count from 1 (as uverbs modify_qp and rxe: rdma_is_port_valid); a modify that

@@ -397,7 +397,15 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
   const std::size_t pad = wire::IbRepr::pad_for(payload);
   pkt.bytes.resize(header + payload + pad + wire::kIcrcLength);
   h.emit_headers(pkt.bytes.data(), payload);
-  if (payload && !d.memory().read(payload_host, {pkt.bytes.data() + header, payload})) return std::nullopt;
+  if (payload && !d.memory().read(payload_host, {pkt.bytes.data() + header, payload})) {
+    // The memory went away after the READ passed its checks (an on-demand MR unmapped): a
+    // remote access error, as for a READ that failed them (s9.7.5.1.3), and the QP errs.
+    queue_ack(q, h.psn, nak(wire::NakCode::remote_access_error));
+    q.resources.clear();
+    auto answer = Responder::next(d, q);
+    d.enter_error(q);
+    return answer;
+  }
   std::memset(pkt.bytes.data() + header + payload, 0, pad + wire::kIcrcLength);
   d.finish(pkt);
   ++q.counters.sent_pkts;

@@ -55,6 +55,9 @@ inline constexpr std::uint32_t remote_read = 1u << 2;
 inline constexpr std::uint32_t remote_atomic = 1u << 3;
 inline constexpr std::uint32_t mw_bind = 1u << 4;
 inline constexpr std::uint32_t zero_based = 1u << 5;
+// On-demand paging: the region's memory need not be mapped while registered; touching an
+// unmapped byte is an access error, never a fault (Memory::on_demand).
+inline constexpr std::uint32_t on_demand = 1u << 6;
 }  // namespace access
 
 enum class WcStatus : std::uint8_t {

@@ -137,7 +137,9 @@ bool DaemonServer::handle_reg_mr(Client& c, daemon::Reader& in, daemon::Writer& 
   const auto access = in.get<std::uint32_t>();
   if (!in.done()) return false;
   int err = owns(c, &Client::pds, pd) ? 0 : EINVAL;
-  const auto tagged = err == 0 ? reachable(c, addr, length, err) : std::nullopt;
+  // An on-demand MR's memory need not be mapped yet: only its address is checked (length 0).
+  const std::uint64_t probed = (access & core::access::on_demand) ? 0 : length;
+  const auto tagged = err == 0 ? reachable(c, addr, probed, err) : std::nullopt;
   if (!tagged) {
     put_status(out, err);
     return true;

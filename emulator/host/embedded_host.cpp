@@ -109,7 +109,7 @@ core::DeviceConfig for_backend(core::DeviceConfig config, const net::Backend& ba
 
 EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceConfig device, core::Memory* memory,
                            std::chrono::nanoseconds spin)
-    : memory_(memory != nullptr ? *memory : direct_memory_),
+    : memory_(memory != nullptr ? *memory : local_memory_),
       backend_(std::move(backend)),
       device_(for_backend(std::move(device), *backend_), memory_),
       spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {

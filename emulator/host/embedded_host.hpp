@@ -33,6 +33,7 @@
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/fault_stage.hpp"
 #include "emulator/host/host_clock.hpp"
+#include "emulator/host/local_memory.hpp"
 #include "emulator/net/backend.hpp"
 #include "emulator/net/capture_stage.hpp"
 
@@ -204,8 +205,8 @@ class EmbeddedHost {
   // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
   void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
-  core::DirectMemory direct_memory_;  // unless HostConfig::memory names another
-  core::Memory& memory_;              // the one the device uses; flushed before packets leave and events go out
+  LocalMemory local_memory_;  // unless HostConfig::memory names another
+  core::Memory& memory_;      // the one the device uses; flushed before packets leave and events go out
   std::unique_ptr<net::Backend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;

@@ -57,7 +57,7 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
 IwarpHost::IwarpHost(const IwarpHostConfig& config, core::Gid gid)
     : gid_(gid),
       address_(config.ip),
-      device_(config.device, config.memory ? *config.memory : direct_memory_),
+      device_(config.device, config.memory ? *config.memory : local_memory_),
       cm_(device_),
       read_buffer_(kReadChunk),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}

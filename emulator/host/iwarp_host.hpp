@@ -33,6 +33,7 @@
 #include "emulator/host/event_delivery.hpp"
 #include "emulator/host/host_clock.hpp"
 #include "emulator/host/iwarp_faults.hpp"
+#include "emulator/host/local_memory.hpp"
 #include "emulator/net/capture_stage.hpp"
 #include "emulator/net/tcp_socket.hpp"
 #include "emulator/net/tcp_stream_capture.hpp"
@@ -147,7 +148,7 @@ class IwarpHost {
   // With a capture file: starts recording `c` (its handshake, with `opener`'s SYN).
   void capture_open(Connection& c, net::TcpSide opener);
 
-  core::DirectMemory direct_memory_;
+  LocalMemory local_memory_;
   const core::Gid gid_;
   const std::string address_;
   std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread

@@ -40,7 +40,7 @@ std::optional<std::uint64_t> ProcessMemory::tag(std::uint16_t slot, std::uint64_
 }
 
 pid_t ProcessMemory::pid_of(std::uint64_t addr) const {
-  const std::uint64_t slot = addr >> kTagShift;
+  const std::uint64_t slot = (addr & ~kOnDemandTag) >> kTagShift;
   return slot < kSlots ? pids_[slot] : 0;
 }
 
@@ -85,6 +85,13 @@ bool ProcessMemory::write(std::uint64_t addr, std::span<const std::uint8_t> in) 
   if (pid == 0) return false;
   if (in.empty()) return true;
   ahead_pid_ = 0;  // what was read ahead may be what this overwrites
+  if (addr & kOnDemandTag) {
+    write_staged();  // earlier writes first
+    ++write_calls_;
+    iovec local{const_cast<std::uint8_t*>(in.data()), in.size()};
+    iovec remote{reinterpret_cast<void*>(addr & kAddressMask), in.size()};
+    return process_vm_writev(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(in.size());
+  }
   if (pid != staged_pid_ || staged_to_.size() == IOV_MAX || staged_.size() + in.size() > kStagedBytes) write_staged();
   staged_pid_ = pid;
   auto* to = reinterpret_cast<std::uint8_t*>(addr & kAddressMask);

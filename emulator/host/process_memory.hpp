@@ -20,7 +20,9 @@
 //   process_vm_writev (contiguous destinations merged). Anything that reads flushes first, so
 //   reads and atomics see every earlier write; core::Memory::flush() says who else flushes.
 //   A write the kernel refuses at flush time (the client unmapped registered memory, or died)
-//   cannot fail its operation any more: it is counted (lost_write_bytes) and logged.
+//   cannot fail its operation any more: it is counted (lost_write_bytes) and logged. Writes to
+//   an on-demand MR (kOnDemandTag, above the slot) are not staged but made at once, so that
+//   memory unmapped under it fails the operation, as on-demand paging promises.
 // - A read that continues where the previous one ended (the packets of one message) reads
 //   ahead, up to kReadAhead bytes, and later reads are served from that until flush() or a
 //   write: a message's payload costs a few system calls instead of one per packet. Bytes read
@@ -46,7 +48,8 @@ class ProcessMemory final : public core::Memory {
  public:
   static constexpr unsigned kTagShift = 48;
   static constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kTagShift) - 1;
-  static constexpr std::size_t kSlots = 1u << 12;  // clients at once (slot 0 is never used)
+  static constexpr std::size_t kSlots = 1u << 12;                        // clients at once (slot 0 is never used)
+  static constexpr std::uint64_t kOnDemandTag = std::uint64_t{1} << 62;  // above every slot
 
   // A slot for `pid`, or none when all are taken. The caller serialises attach, detach and the
   // engine's accesses (the daemon does all three under the host's lock).
@@ -61,6 +64,7 @@ class ProcessMemory final : public core::Memory {
   bool write(std::uint64_t addr, std::span<const std::uint8_t> in) override;
   bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) override;
   bool fetch_add(std::uint64_t addr, std::uint64_t add, std::uint64_t& original) override;
+  std::uint64_t on_demand(std::uint64_t addr) override { return addr | kOnDemandTag; }
   void flush() override;
 
   // For `softrdma stats` ("dma"): the system calls made, and the bytes staged by write() that

@@ -146,7 +146,8 @@ TEST_CASE("iWARP QPs refuse the opcodes RDMAP lacks, and window binds", "[iwarp]
   }
 }
 
-TEST_CASE("an iWARP device has RC QPs only, no AHs or MWs, and reaches RTS only through its stream", "[iwarp]") {
+TEST_CASE("an iWARP device has RC QPs only, no AHs, MWs or on-demand MRs, and reaches RTS only through its stream",
+          "[iwarp]") {
   core::DirectMemory memory;
   core::DeviceConfig config;
   config.gids = {ipv4_gid(1)};
@@ -166,6 +167,8 @@ TEST_CASE("an iWARP device has RC QPs only, no AHs or MWs, and reaches RTS only 
   CHECK(d.create_ah(o.pd, core::AddressVector{}).error() == EOPNOTSUPP);
   CHECK(d.alloc_mw(o.pd, 1).error() == EOPNOTSUPP);
   CHECK(d.alloc_mw(o.pd, 2).error() == EOPNOTSUPP);
+  const auto host = reinterpret_cast<std::uint64_t>(buffer.data());
+  CHECK(d.reg_mr(o.pd, host, 64, host, core::access::local_write | core::access::on_demand).error() == EOPNOTSUPP);
 
   // RTR with the attributes IBTA asks of RC (s11.2.4.2) is taken; RTS is not.
   namespace mask = core::qp_attr;

@@ -172,6 +172,8 @@ TEST_CASE("MR: rereg keeps the keys and changes what it is asked to, a failure c
     CHECK(p.b.dev->rereg_mr(p.b.mr.lkey + 0x100, {.access = acc::local_write}) == EINVAL);
     CHECK(p.b.dev->rereg_mr(p.b.mr.lkey, {.pd = 999, .access = acc::local_write}) == EINVAL);
     CHECK(p.b.dev->rereg_mr(p.b.mr.lkey, {.access = acc::remote_write}) == EINVAL);  // C10-43
+    // Paging on demand is how the memory is reached, fixed at registration.
+    CHECK(p.b.dev->rereg_mr(p.b.mr.lkey, {.access = acc::local_write | acc::on_demand}) == EOPNOTSUPP);
     const auto mw = p.b.dev->alloc_mw(p.b.pd, 1);
     REQUIRE(mw.ok());
     REQUIRE(p.b.dev->bind_mw(p.b.qpn, *mw, p.b.mr.lkey, p.b.addr(0), 64, acc::remote_read).ok());
