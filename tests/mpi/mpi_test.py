@@ -126,10 +126,7 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "--list":
         print("\n".join(case_names()))
         return 0
-    host_netns = None
-    if len(argv) > 2 and argv[1] == "--inside":  # the re-run inside the namespace
-        host_netns = argv[2]
-        argv = [argv[0]] + argv[3:]
+    argv, host_netns = pairs.inside_argv(argv)
     if len(argv) != 4 or argv[1] not in case_names():
         print(__doc__, file=sys.stderr)
         return 2
@@ -138,10 +135,7 @@ def main(argv):
         pairs.skip("mpirun is not installed (apt-get install openmpi-bin)")
     mode, tls = name.split(".")
     if mode == "netns" and host_netns is None:
-        inner = pairs.netns_unshare() + [sys.executable, os.path.abspath(__file__), "--inside",
-                                         os.readlink("/proc/self/ns/net")] + argv[1:]
-        sys.stdout.flush()
-        os.execvp(inner[0], inner)
+        pairs.rerun_in_own_namespace(__file__, argv)
     return check(softrdma, mpi_check, mode, tls, host_netns)
 
 

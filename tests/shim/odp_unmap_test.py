@@ -20,22 +20,13 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from program_pairs_test import check, finish  # noqa: E402
+
 PYTHON = "/usr/bin/python3"  # Debian's: pyverbs is installed for it only
 SIZE = 64 * 1024
 PAGE = 4096
 TIMEOUT = 10  # seconds for a completion
-
-failures = []
-
-
-def check(ok, what, detail=""):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-        if detail:
-            print("     " + str(detail).replace("\n", "\n     "), flush=True)
-    return ok
-
 
 def inside():
     import pyverbs.enums as e
@@ -105,7 +96,7 @@ def inside():
     addr_a, mr_a = odp_buffer()
     addr_b, mr_b = odp_buffer()
     wrote, wc = write_read_roundtrip(cq, qps, mr_a, mr_b)
-    check(wrote, "an RDMA WRITE between two on-demand MRs lands intact", wc and wc.status)
+    check(wrote, "an RDMA WRITE between two on-demand MRs lands intact", f"status {wc and wc.status}")
 
     # The destination's memory goes away: each operation that touches it fails, the process lives.
     munmap(addr_b, SIZE)
@@ -116,7 +107,7 @@ def inside():
     while wc is not None and wc.qp_num != qps[1].qp_num:
         wc = wait(cq)
     check(wc is not None and wc.status == e.IBV_WC_LOC_PROT_ERR,
-          "a SEND gathering from unmapped on-demand memory completes with LOC_PROT_ERR", wc and wc.status)
+          "a SEND gathering from unmapped on-demand memory completes with LOC_PROT_ERR", f"status {wc and wc.status}")
 
     for opcode, name in ((e.IBV_WR_RDMA_WRITE, "WRITE into"), (e.IBV_WR_RDMA_READ, "READ from")):
         cq, qps = pair()
@@ -125,17 +116,16 @@ def inside():
         qps[0].post_send(wr)
         wc = wait(cq)
         check(wc is not None and wc.status == e.IBV_WC_REM_ACCESS_ERR,
-              f"an RDMA {name} unmapped on-demand memory completes with REM_ACCESS_ERR", wc and wc.status)
+              f"an RDMA {name} unmapped on-demand memory completes with REM_ACCESS_ERR", f"status {wc and wc.status}")
 
     # The device still works: a new pair, a new on-demand MR.
     cq, qps = pair()
     addr_c, mr_c = odp_buffer()
     wrote, wc = write_read_roundtrip(cq, qps, mr_a, mr_c)
-    check(wrote, "afterwards a new pair and on-demand MR move data again", wc and wc.status)
+    check(wrote, "afterwards a new pair and on-demand MR move data again", f"status {wc and wc.status}")
     mr_b.close()
     munmap(addr_a, SIZE)  # after the MRs: their memory was the application's
-    print("all checks passed" if not failures else f"{len(failures)} check(s) failed", flush=True)
-    return 1 if failures else 0
+    return finish()
 
 
 def main(argv):

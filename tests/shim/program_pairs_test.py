@@ -717,6 +717,23 @@ def netns_unshare():
     skip("cannot create a network namespace here (needs root or unprivileged user namespaces)")
 
 
+def inside_argv(argv):
+    """(ARGV without the internal `--inside HOST_NETNS` of a re-run in the test's namespace,
+    HOST_NETNS or None)."""
+    if len(argv) > 2 and argv[1] == "--inside":
+        return [argv[0]] + argv[3:], argv[2]
+    return argv, None
+
+
+def rerun_in_own_namespace(script, argv):
+    """Runs SCRIPT again with ARGV's arguments inside a network namespace of its own
+    (netns_unshare), telling it the machine's namespace to compare with; never returns."""
+    inner = netns_unshare() + [sys.executable, os.path.abspath(script), "--inside",
+                               os.readlink("/proc/self/ns/net")] + argv[1:]
+    sys.stdout.flush()
+    os.execvp(inner[0], inner)
+
+
 def sh(argv, what):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
     if p.returncode != 0:
@@ -907,11 +924,7 @@ def main(argv):
     if len(argv) == 2 and argv[1] == "--list":
         print("\n".join(test_names()))
         return 0
-    # Internal: the re-run inside the namespace, with the machine's namespace to compare with.
-    host_netns = None
-    if len(argv) > 2 and argv[1] == "--inside":
-        host_netns = argv[2]
-        argv = [argv[0]] + argv[3:]
+    argv, host_netns = inside_argv(argv)
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
@@ -936,10 +949,7 @@ def main(argv):
                 if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
                     skip(f"{tool} is not installed (apt-get install {package})")
         if host_netns is None:
-            inner = netns_unshare() + [sys.executable, os.path.abspath(__file__),
-                                       "--inside", os.readlink("/proc/self/ns/net")] + argv[1:]
-            sys.stdout.flush()
-            os.execvp(inner[0], inner)
+            rerun_in_own_namespace(__file__, argv)
         if mode == "netns":
             return check_netns(pair, softrdma, host_netns)
         if mode == "daemons":
