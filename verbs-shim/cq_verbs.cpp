@@ -177,7 +177,8 @@ int srdma_default_ibv_destroy_cq(ibv_cq* cq) {
   if (cq == nullptr) return EINVAL;
   const int err = link(cq->context).destroy_cq(cq->handle);
   if (err != 0) return err;  // EBUSY while a QP or SRQ uses it
-  untrack(cq);               // after this no event delivery can be using the pointer
+  // After untrack no event delivery can be using the pointer.
+  wait_acknowledged(cq->mutex, cq->cond, cq->async_events_completed, untrack(cq));
   if (cq->channel != nullptr) hold_channel(cq->channel, -1);
   delete &cq_of(cq);
   return 0;

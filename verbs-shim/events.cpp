@@ -31,6 +31,12 @@ void acknowledge(pthread_mutex_t& mutex, pthread_cond_t& cond, unsigned int& cou
 
 }  // namespace
 
+void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const unsigned int& counter, unsigned int read) {
+  pthread_mutex_lock(&mutex);
+  while (counter != read) pthread_cond_wait(&cond, &mutex);
+  pthread_mutex_unlock(&mutex);
+}
+
 void notify_channel(ibv_comp_channel* channel, ibv_cq* cq) {
   // Never blocks the notifying thread; a full socket means the application has thousands
   // of events unread, and one more would tell it nothing new.
@@ -101,12 +107,14 @@ void srdma_default_ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 SRDMA_DEFAULT_VERSION(ibv_get_async_event, "IBVERBS_1.1")
 int srdma_default_ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  ssize_t n = ::recv(context->async_fd, event, sizeof *event, 0);
-  if (n != static_cast<ssize_t>(sizeof *event)) {
-    if (n >= 0) errno = EIO;
-    return -1;
+  for (;;) {
+    ssize_t n = ::recv(context->async_fd, event, sizeof *event, 0);
+    if (n != static_cast<ssize_t>(sizeof *event)) {
+      if (n >= 0) errno = EIO;
+      return -1;
+    }
+    if (claim_async_event(context, *event)) return 0;  // else its object is gone: the next one
   }
-  return 0;
 }
 
 SRDMA_DEFAULT_VERSION(ibv_ack_async_event, "IBVERBS_1.1")

@@ -27,6 +27,7 @@ struct Routes {
   std::unordered_map<std::uint32_t, ibv_cq*> cqs;
   std::unordered_map<std::uint32_t, ibv_qp*> qps;
   std::unordered_map<std::uint32_t, ibv_srq*> srqs;
+  std::unordered_map<const void*, unsigned> events_read;  // by object: async events read so far
 };
 
 namespace {
@@ -251,10 +252,23 @@ void add(Map map, T* object, std::uint32_t key) {
 }
 
 template <class Map, class T>
-void remove(Map map, T* object, std::uint32_t key) {
+unsigned remove(Map map, T* object, std::uint32_t key) {
   Routes& r = routes_of(object->context);
   std::lock_guard lock(r.mutex);
   (r.*map).erase(key);
+  const auto read = r.events_read.find(object);
+  if (read == r.events_read.end()) return 0;
+  const unsigned n = read->second;
+  r.events_read.erase(read);
+  return n;
+}
+
+// Whether `object` is still in `map`, found by address: a departed object must not be read.
+template <class Object>
+bool holds(const std::unordered_map<std::uint32_t, Object*>& map, const Object* object) {
+  for (const auto& entry : map)
+    if (entry.second == object) return true;
+  return false;
 }
 
 }  // namespace
@@ -316,8 +330,41 @@ void untrack(ibv_context* ctx) {
 void track(ibv_cq* cq) { add(&Routes::cqs, cq, cq->handle); }
 void track(ibv_qp* qp) { add(&Routes::qps, qp, qp->qp_num); }
 void track(ibv_srq* srq) { add(&Routes::srqs, srq, srq->handle); }
-void untrack(ibv_cq* cq) { remove(&Routes::cqs, cq, cq->handle); }
-void untrack(ibv_qp* qp) { remove(&Routes::qps, qp, qp->qp_num); }
-void untrack(ibv_srq* srq) { remove(&Routes::srqs, srq, srq->handle); }
+unsigned untrack(ibv_cq* cq) { return remove(&Routes::cqs, cq, cq->handle); }
+unsigned untrack(ibv_qp* qp) { return remove(&Routes::qps, qp, qp->qp_num); }
+unsigned untrack(ibv_srq* srq) { return remove(&Routes::srqs, srq, srq->handle); }
+
+bool claim_async_event(ibv_context* ctx, const ibv_async_event& event) {
+  Routes& r = routes_of(ctx);
+  std::lock_guard lock(r.mutex);
+  const void* object = nullptr;
+  bool present = true;
+  switch (event.event_type) {
+    case IBV_EVENT_CQ_ERR:
+      present = holds(r.cqs, event.element.cq);
+      object = event.element.cq;
+      break;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      present = holds(r.srqs, event.element.srq);
+      object = event.element.srq;
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      present = holds(r.qps, event.element.qp);
+      object = event.element.qp;
+      break;
+    default:
+      return true;  // the device's or a port's: nothing to hold
+  }
+  if (present) ++r.events_read[object];
+  return present;
+}
 
 }  // namespace softrdma::shim

@@ -53,13 +53,20 @@ host::DeviceLink& link(ibv_context* ctx);
 // Where the engine's events go: completion-channel notifications to the CQ's channel, async
 // events to the async fd of the object's context. Objects register when created and leave
 // before they are freed, so an event never reaches freed memory.
+//
+// An async event the application has read names its object until it is acknowledged, so the
+// object's destroy waits for that, as rdma-core's does: untrack returns how many of its events
+// were read, which the destroy then waits to see acknowledged. An event still unread when its
+// object leaves is dropped when read, as the kernel drops it (claim_async_event).
 void track(ibv_context* ctx);  // for events of the whole device (IBV_EVENT_DEVICE_FATAL)
 void track(ibv_cq* cq);
 void track(ibv_qp* qp);
 void track(ibv_srq* srq);
 void untrack(ibv_context* ctx);
-void untrack(ibv_cq* cq);
-void untrack(ibv_qp* qp);
-void untrack(ibv_srq* srq);
+unsigned untrack(ibv_cq* cq);
+unsigned untrack(ibv_qp* qp);
+unsigned untrack(ibv_srq* srq);
+// Whether a just-read event may go to the application: false when its object has left.
+bool claim_async_event(ibv_context* ctx, const ibv_async_event& event);
 
 }  // namespace softrdma::shim

@@ -195,7 +195,7 @@ int srdma_default_ibv_destroy_qp(ibv_qp* qp) {
   if (qp == nullptr) return EINVAL;
   const int err = link(qp->context).destroy_qp(qp->qp_num);
   if (err != 0) return err;
-  untrack(qp);
+  wait_acknowledged(qp->mutex, qp->cond, qp->events_completed, untrack(qp));
   delete &qp_of(qp);
   return 0;
 }

@@ -105,7 +105,7 @@ int srdma_default_ibv_destroy_srq(ibv_srq* srq) {
   if (srq == nullptr) return EINVAL;
   const int err = link(srq->context).destroy_srq(srq->handle);
   if (err != 0) return err;  // EBUSY while a QP uses it
-  untrack(srq);
+  wait_acknowledged(srq->mutex, srq->cond, srq->events_completed, untrack(srq));
   delete srq;
   return 0;
 }

@@ -11,12 +11,15 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "verbs-shim/identity.hpp"
 
@@ -494,6 +497,62 @@ TEST_CASE("the engine's async events reach async_fd naming the shim's objects", 
   CHECK(qp->events_completed == 1);
 
   CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+TEST_CASE("a QP's destroy waits for its async events read to be acknowledged; unread ones are dropped", "[shim]") {
+  Device d;
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
+  ibv_srq_init_attr srq_attr{};
+  srq_attr.attr.max_wr = 4;
+  srq_attr.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &srq_attr);
+  REQUIRE((pd != nullptr && cq != nullptr && srq != nullptr));
+  const auto qp_in_err = [&] {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.srq = srq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 1;
+    init.cap.max_send_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd, &init);
+    REQUIRE(qp != nullptr);
+    move_qp(qp, IBV_QPS_INIT);
+    move_qp(qp, IBV_QPS_ERR);  // reports IBV_EVENT_QP_LAST_WQE_REACHED (s11.6.3.2)
+    return qp;
+  };
+
+  // Read, not yet acknowledged: the destroy returns only after the acknowledgement, so that
+  // ibv_ack_async_event (UCX's async thread) never touches a freed QP.
+  ibv_qp* qp = qp_in_err();
+  ibv_async_event event{};
+  REQUIRE(next_async_event(d.ctx, event));
+  REQUIRE(event.element.qp == qp);
+  std::atomic<bool> destroyed{false};
+  std::thread destroyer([&] {
+    CHECK(ibv_destroy_qp(qp) == 0);
+    destroyed = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(destroyed);
+  ibv_ack_async_event(&event);
+  destroyer.join();
+  CHECK(destroyed);
+
+  // Never read: the destroy does not wait, and the event is not handed out afterwards.
+  ibv_qp* unread = qp_in_err();
+  pollfd p{d.ctx->async_fd, POLLIN, 0};
+  REQUIRE(::poll(&p, 1, 1000) == 1);  // its event waits in async_fd
+  CHECK(ibv_destroy_qp(unread) == 0);
+  const int flags = ::fcntl(d.ctx->async_fd, F_GETFL);
+  ::fcntl(d.ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+  CHECK(ibv_get_async_event(d.ctx, &event) == -1);  // the dropped event was the only one
+  CHECK(errno == EAGAIN);
+  ::fcntl(d.ctx->async_fd, F_SETFL, flags);
+
   CHECK(ibv_destroy_srq(srq) == 0);
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
