@@ -502,7 +502,7 @@ TEST_CASE("the engine's async events reach async_fd naming the shim's objects", 
   CHECK(ibv_dealloc_pd(pd) == 0);
 }
 
-TEST_CASE("a QP's destroy waits for its async events read to be acknowledged; unread ones are dropped", "[shim]") {
+TEST_CASE("a QP's destroy waits for its async events read to be acknowledged, unread ones are dropped", "[shim]") {
   Device d;
   ibv_pd* pd = ibv_alloc_pd(d.ctx);
   ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
