@@ -32,6 +32,10 @@ const DeviceIdentity& identity_of(ibv_context* ctx);
 // thread delivers the engine's events (host_link.cpp).
 int post_async_event(ibv_context* ctx, const ibv_async_event& event);
 
+// Which kind of object an async event of type `type` names in its element (events.cpp).
+enum class EventObject { none, cq, qp, srq, wq };
+EventObject event_object(ibv_event_type type);
+
 // Waits until an object's acknowledged-event counter reaches the `read` events the application
 // has read for it (untrack's count): the destroy of a QP, CQ or SRQ (events.cpp).
 void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const unsigned int& counter, unsigned int read);

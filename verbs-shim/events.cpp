@@ -31,6 +31,29 @@ void acknowledge(pthread_mutex_t& mutex, pthread_cond_t& cond, unsigned int& cou
 
 }  // namespace
 
+EventObject event_object(ibv_event_type type) {
+  switch (type) {
+    case IBV_EVENT_CQ_ERR:
+      return EventObject::cq;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      return EventObject::qp;
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      return EventObject::srq;
+    case IBV_EVENT_WQ_FATAL:
+      return EventObject::wq;
+    default:
+      return EventObject::none;
+  }
+}
+
 void wait_acknowledged(pthread_mutex_t& mutex, pthread_cond_t& cond, const unsigned int& counter, unsigned int read) {
   pthread_mutex_lock(&mutex);
   while (counter != read) pthread_cond_wait(&cond, &mutex);
@@ -119,36 +142,17 @@ int srdma_default_ibv_get_async_event(ibv_context* context, ibv_async_event* eve
 
 SRDMA_DEFAULT_VERSION(ibv_ack_async_event, "IBVERBS_1.1")
 void srdma_default_ibv_ack_async_event(ibv_async_event* event) {
-  switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: {
-      ibv_cq* cq = event->element.cq;
-      acknowledge(cq->mutex, cq->cond, cq->async_events_completed, 1);
-      return;
-    }
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {
-      ibv_qp* qp = event->element.qp;
-      acknowledge(qp->mutex, qp->cond, qp->events_completed, 1);
-      return;
-    }
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: {
-      ibv_srq* srq = event->element.srq;
-      acknowledge(srq->mutex, srq->cond, srq->events_completed, 1);
-      return;
-    }
-    case IBV_EVENT_WQ_FATAL: {
-      ibv_wq* wq = event->element.wq;
-      acknowledge(wq->mutex, wq->cond, wq->events_completed, 1);
-      return;
-    }
-    default:
-      return;  // device and port events name no object
+  const auto& e = event->element;
+  switch (event_object(event->event_type)) {
+    case EventObject::cq:
+      return acknowledge(e.cq->mutex, e.cq->cond, e.cq->async_events_completed, 1);
+    case EventObject::qp:
+      return acknowledge(e.qp->mutex, e.qp->cond, e.qp->events_completed, 1);
+    case EventObject::srq:
+      return acknowledge(e.srq->mutex, e.srq->cond, e.srq->events_completed, 1);
+    case EventObject::wq:
+      return acknowledge(e.wq->mutex, e.wq->cond, e.wq->events_completed, 1);
+    case EventObject::none:
+      return;  // the device's or a port's: nothing counts it
   }
 }

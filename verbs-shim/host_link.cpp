@@ -337,30 +337,24 @@ unsigned untrack(ibv_srq* srq) { return remove(&Routes::srqs, srq, srq->handle);
 bool claim_async_event(ibv_context* ctx, const ibv_async_event& event) {
   Routes& r = routes_of(ctx);
   std::lock_guard lock(r.mutex);
+  const auto& e = event.element;
   const void* object = nullptr;
-  bool present = true;
-  switch (event.event_type) {
-    case IBV_EVENT_CQ_ERR:
-      present = holds(r.cqs, event.element.cq);
-      object = event.element.cq;
+  bool present = false;
+  switch (event_object(event.event_type)) {
+    case EventObject::cq:
+      object = e.cq;
+      present = holds(r.cqs, e.cq);
       break;
-    case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED:
-      present = holds(r.srqs, event.element.srq);
-      object = event.element.srq;
+    case EventObject::qp:
+      object = e.qp;
+      present = holds(r.qps, e.qp);
       break;
-    case IBV_EVENT_QP_FATAL:
-    case IBV_EVENT_QP_REQ_ERR:
-    case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_COMM_EST:
-    case IBV_EVENT_SQ_DRAINED:
-    case IBV_EVENT_PATH_MIG:
-    case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED:
-      present = holds(r.qps, event.element.qp);
-      object = event.element.qp;
+    case EventObject::srq:
+      object = e.srq;
+      present = holds(r.srqs, e.srq);
       break;
-    default:
+    case EventObject::wq:  // the shim offers no WQs
+    case EventObject::none:
       return true;  // the device's or a port's: nothing to hold
   }
   if (present) ++r.events_read[object];
