@@ -464,27 +464,47 @@ void move_qp(ibv_qp* qp, ibv_qp_state state) {
   REQUIRE(ibv_modify_qp(qp, &attr, mask) == 0);
 }
 
+// A PD, a CQ and an SRQ, for RC QPs on the SRQ: one that enters ERR reports its last WQE
+// (IBTA vol. 1 s11.6.3.2), an async event naming the QP.
+struct SrqObjects {
+  explicit SrqObjects(ibv_context* ctx) {
+    pd = ibv_alloc_pd(ctx);
+    REQUIRE(pd != nullptr);
+    cq = ibv_create_cq(ctx, 1, nullptr, nullptr, 0);
+    REQUIRE(cq != nullptr);
+    ibv_srq_init_attr srq_attr{};
+    srq_attr.attr.max_wr = 4;
+    srq_attr.attr.max_sge = 1;
+    srq = ibv_create_srq(pd, &srq_attr);
+    REQUIRE(srq != nullptr);
+  }
+  ibv_qp* create_qp() {
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.srq = srq;
+    init.qp_type = IBV_QPT_RC;
+    init.cap.max_send_wr = 1;
+    init.cap.max_send_sge = 1;
+    ibv_qp* qp = ibv_create_qp(pd, &init);
+    REQUIRE(qp != nullptr);
+    return qp;
+  }
+  void destroy() {
+    CHECK(ibv_destroy_srq(srq) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+    CHECK(ibv_dealloc_pd(pd) == 0);
+  }
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_srq* srq = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("the engine's async events reach async_fd naming the shim's objects", "[shim]") {
   Device d;
-  ibv_pd* pd = ibv_alloc_pd(d.ctx);
-  REQUIRE(pd != nullptr);
-  ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
-  REQUIRE(cq != nullptr);
-  ibv_srq_init_attr srq_attr{};
-  srq_attr.attr.max_wr = 4;
-  srq_attr.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(pd, &srq_attr);
-  REQUIRE(srq != nullptr);
-  ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
-  init.srq = srq;
-  init.qp_type = IBV_QPT_RC;
-  init.cap.max_send_wr = 1;
-  init.cap.max_send_sge = 1;
-  ibv_qp* qp = ibv_create_qp(pd, &init);
-  REQUIRE(qp != nullptr);
+  SrqObjects o(d.ctx);
+  ibv_qp* qp = o.create_qp();
 
   // A QP on an SRQ that enters ERR reports its last WQE (IBTA vol. 1 s11.6.3.2).
   move_qp(qp, IBV_QPS_INIT);
@@ -497,31 +517,16 @@ TEST_CASE("the engine's async events reach async_fd naming the shim's objects", 
   CHECK(qp->events_completed == 1);
 
   CHECK(ibv_destroy_qp(qp) == 0);
-  CHECK(ibv_destroy_srq(srq) == 0);
-  CHECK(ibv_destroy_cq(cq) == 0);
-  CHECK(ibv_dealloc_pd(pd) == 0);
+  o.destroy();
 }
 
 TEST_CASE("a QP's destroy waits for its async events read to be acknowledged, unread ones are dropped", "[shim]") {
   Device d;
-  ibv_pd* pd = ibv_alloc_pd(d.ctx);
-  ibv_cq* cq = ibv_create_cq(d.ctx, 1, nullptr, nullptr, 0);
-  ibv_srq_init_attr srq_attr{};
-  srq_attr.attr.max_wr = 4;
-  srq_attr.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(pd, &srq_attr);
-  REQUIRE((pd != nullptr && cq != nullptr && srq != nullptr));
+  SrqObjects o(d.ctx);
   const auto qp_in_err = [&] {
-    ibv_qp_init_attr init{};
-    init.send_cq = init.recv_cq = cq;
-    init.srq = srq;
-    init.qp_type = IBV_QPT_RC;
-    init.cap.max_send_wr = 1;
-    init.cap.max_send_sge = 1;
-    ibv_qp* qp = ibv_create_qp(pd, &init);
-    REQUIRE(qp != nullptr);
+    ibv_qp* qp = o.create_qp();
     move_qp(qp, IBV_QPS_INIT);
-    move_qp(qp, IBV_QPS_ERR);  // reports IBV_EVENT_QP_LAST_WQE_REACHED (s11.6.3.2)
+    move_qp(qp, IBV_QPS_ERR);  // reports IBV_EVENT_QP_LAST_WQE_REACHED
     return qp;
   };
 
@@ -552,8 +557,5 @@ TEST_CASE("a QP's destroy waits for its async events read to be acknowledged, un
   CHECK(ibv_get_async_event(d.ctx, &event) == -1);  // the dropped event was the only one
   CHECK(errno == EAGAIN);
   ::fcntl(d.ctx->async_fd, F_SETFL, flags);
-
-  CHECK(ibv_destroy_srq(srq) == 0);
-  CHECK(ibv_destroy_cq(cq) == 0);
-  CHECK(ibv_dealloc_pd(pd) == 0);
+  o.destroy();
 }
