@@ -75,19 +75,25 @@ void complete_datagram(Device& d, Qp& q, const RecvWqe& r, WcStatus status, std:
   d.complete(q.init.recv_cq, wc, wire::Bth::solicited_event::get(p.bth()));
 }
 
-// A request the responder cannot execute: RC answers with a NAK and the QP enters the error
-// state (s9.7.5.1.3: invalid request, remote access and remote operational errors are
-// fatal); UC drops the message.
+// The NAK for `psn` of an RC request the responder cannot finish, the QP then in the error
+// state (s9.7.5.1.3: invalid request, remote access and remote operational errors are fatal).
+std::optional<TxPacket> fail_with_nak(Device& d, Qp& q, std::uint32_t psn, wire::NakCode code) {
+  queue_ack(q, psn, nak(code));
+  q.resources.clear();  // the error state drops queued responses; the NAK goes now
+  auto answer = Responder::next(d, q);
+  d.enter_error(q);
+  return answer;
+}
+
+// A request the responder cannot execute: RC answers with a NAK and the QP errs; UC drops the
+// message.
 void reject(Device& d, Qp& q, const wire::IbPacket& p, wire::NakCode code) {
   if (q.init.qp_type == QpType::uc) {
     q.uc_dropping = true;
     q.in_send = q.in_write = false;
     return;
   }
-  queue_ack(q, p.psn(), nak(code));
-  q.resources.clear();  // the error state drops queued responses; the NAK goes now
-  if (auto pkt = Responder::next(d, q)) d.send_control(std::move(*pkt));
-  d.enter_error(q);
+  if (auto pkt = fail_with_nak(d, q, p.psn(), code)) d.send_control(std::move(*pkt));
 }
 
 void answer_duplicate(Qp& q, const wire::IbPacket& p) {
@@ -399,12 +405,8 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
   h.emit_headers(pkt.bytes.data(), payload);
   if (payload && !d.memory().read(payload_host, {pkt.bytes.data() + header, payload})) {
     // The memory went away after the READ passed its checks (an on-demand MR unmapped): a
-    // remote access error, as for a READ that failed them (s9.7.5.1.3), and the QP errs.
-    queue_ack(q, h.psn, nak(wire::NakCode::remote_access_error));
-    q.resources.clear();
-    auto answer = Responder::next(d, q);
-    d.enter_error(q);
-    return answer;
+    // remote access error, as for a READ that failed them.
+    return fail_with_nak(d, q, h.psn, wire::NakCode::remote_access_error);
   }
   std::memset(pkt.bytes.data() + header + payload, 0, pad + wire::kIcrcLength);
   d.finish(pkt);

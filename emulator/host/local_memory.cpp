@@ -7,8 +7,8 @@ namespace softrdma::host {
 
 namespace {
 
-bool is_on_demand(std::uint64_t addr) { return (addr & LocalMemory::kOnDemandTag) != 0; }
-void* pointer(std::uint64_t addr) { return reinterpret_cast<void*>(addr & ~LocalMemory::kOnDemandTag); }
+bool is_on_demand(std::uint64_t addr) { return (addr & kOnDemandTag) != 0; }
+void* pointer(std::uint64_t addr) { return reinterpret_cast<void*>(addr & ~kOnDemandTag); }
 
 // Whether all of [addr, addr + n) could be read: the kernel copies what is mapped and stops at
 // the first page that is not.

@@ -14,10 +14,12 @@
 
 namespace softrdma::host {
 
+// The mark of an on-demand address (core::Memory::on_demand) in this process's memory and in
+// softrdmad's (process_memory.hpp, whose slot tag stays below it).
+inline constexpr std::uint64_t kOnDemandTag = std::uint64_t{1} << 62;
+
 class LocalMemory final : public core::Memory {
  public:
-  static constexpr std::uint64_t kOnDemandTag = std::uint64_t{1} << 62;
-
   bool read(std::uint64_t addr, std::span<std::uint8_t> out) override;
   bool write(std::uint64_t addr, std::span<const std::uint8_t> in) override;
   bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) override;

@@ -21,8 +21,9 @@
 //   reads and atomics see every earlier write; core::Memory::flush() says who else flushes.
 //   A write the kernel refuses at flush time (the client unmapped registered memory, or died)
 //   cannot fail its operation any more: it is counted (lost_write_bytes) and logged. Writes to
-//   an on-demand MR (kOnDemandTag, above the slot) are not staged but made at once, so that
-//   memory unmapped under it fails the operation, as on-demand paging promises.
+//   an on-demand MR (kOnDemandTag, above the slot; local_memory.hpp) are not staged but made
+//   at once, so that memory unmapped under it fails the operation, as on-demand paging
+//   promises.
 // - A read that continues where the previous one ended (the packets of one message) reads
 //   ahead, up to kReadAhead bytes, and later reads are served from that until flush() or a
 //   write: a message's payload costs a few system calls instead of one per packet. Bytes read
@@ -40,6 +41,7 @@
 
 #include "emulator/core/memory.hpp"
 #include "emulator/core/uninitialised_bytes.hpp"
+#include "emulator/host/local_memory.hpp"
 #include "emulator/net/backend.hpp"
 
 namespace softrdma::host {
@@ -48,8 +50,8 @@ class ProcessMemory final : public core::Memory {
  public:
   static constexpr unsigned kTagShift = 48;
   static constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << kTagShift) - 1;
-  static constexpr std::size_t kSlots = 1u << 12;                        // clients at once (slot 0 is never used)
-  static constexpr std::uint64_t kOnDemandTag = std::uint64_t{1} << 62;  // above every slot
+  static constexpr std::size_t kSlots = 1u << 12;  // clients at once (slot 0 is never used)
+  static_assert(kOnDemandTag >> kTagShift >= kSlots, "the on-demand mark lies above every slot");
 
   // A slot for `pid`, or none when all are taken. The caller serialises attach, detach and the
   // engine's accesses (the daemon does all three under the host's lock).
