@@ -55,9 +55,10 @@ IwarpHostStart IwarpHost::start(IwarpHostConfig config) {
 }
 
 IwarpHost::IwarpHost(const IwarpHostConfig& config, core::Gid gid)
-    : gid_(gid),
+    : memory_(config.memory ? *config.memory : local_memory_),
+      gid_(gid),
       address_(config.ip),
-      device_(config.device, config.memory ? *config.memory : local_memory_),
+      device_(config.device, memory_),
       cm_(device_),
       read_buffer_(kReadChunk),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
@@ -68,13 +69,15 @@ IwarpHost::~IwarpHost() {
   if (thread_.joinable()) thread_.join();
 }
 
-core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local) {
+core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local,
+                                                const std::function<void(std::uint32_t)>& opened) {
   std::lock_guard lock(mutex_);
   const auto id = cm_.listen(local);
   if (!id) return id;
   carry_out_actions();
   const auto refused = listen_errors_.find(*id);
   if (refused == listen_errors_.end()) {
+    if (opened) opened(*id);
     kick();  // a new socket to poll
     return id;
   }
@@ -123,6 +126,11 @@ void IwarpHost::set_event_handler(IwarpEventHandler handler) {
 
 void IwarpHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
   events_.set_handlers(std::move(on_cq), std::move(on_async));
+}
+
+void IwarpHost::set_completion_sink(std::function<void(core::Device&)> sink) {
+  std::lock_guard lock(mutex_);
+  completion_sink_ = std::move(sink);
 }
 
 net::FaultCounters IwarpHost::fault_counters() {
@@ -385,8 +393,13 @@ void IwarpHost::capture_open(Connection& c, net::TcpSide opener) {
 
 void IwarpHost::take_events() {
   while (auto e = cm_.next_event()) pending_events_.push_back(std::move(*e));
-  device_.take_completed_cqs(completed_cqs_);
-  completed_cqs_.clear();
+  memory_.flush();  // before completions and events reach the application
+  if (completion_sink_) {
+    completion_sink_(device_);
+  } else {
+    device_.take_completed_cqs(completed_cqs_);
+    completed_cqs_.clear();
+  }
   while (const auto cq = device_.next_cq_event()) events_.push(*cq);
   while (const auto event = device_.next_async_event()) events_.push(*event);
 }

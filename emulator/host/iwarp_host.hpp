@@ -86,12 +86,17 @@ class IwarpHost {
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
   int destroy_qp(std::uint32_t qpn);
-  // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno.
-  core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local);
+  // rdma_listen: the CM's listen, with the kernel's bind refusal as its errno. `opened` runs
+  // under the lock with the new listener's handle, before any event about it can be delivered.
+  core::Expected<std::uint32_t> listen(const core::TcpEndpoint& local,
+                                       const std::function<void(std::uint32_t)>& opened = {});
   // The CM's events, in order, on the progress thread and never under the lock.
   void set_event_handler(IwarpEventHandler handler);
   // The engine's completion-channel and async events (EventDelivery's terms).
   void set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async);
+  // As EmbeddedHost's: under the lock after every call and pass that may have completed work,
+  // with registered memory flushed, softrdmad moves new completions into its clients' CQ rings.
+  void set_completion_sink(std::function<void(core::Device&)> sink);
   // What the fault plan did to the FPDUs sent (all 0 without one).
   net::FaultCounters fault_counters();
 
@@ -149,6 +154,7 @@ class IwarpHost {
   void capture_open(Connection& c, net::TcpSide opener);
 
   LocalMemory local_memory_;
+  core::Memory& memory_;  // the configured one, or local_memory_
   const core::Gid gid_;
   const std::string address_;
   std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
@@ -161,7 +167,8 @@ class IwarpHost {
   std::map<std::uint32_t, int> listen_errors_;  // a listen action the kernel refused
   std::map<std::uint32_t, Connection> connections_;
   std::vector<core::IwarpEvent> pending_events_;  // for the progress thread to deliver
-  std::vector<std::uint32_t> completed_cqs_;      // emptied each time: nobody mirrors CQs here
+  std::vector<std::uint32_t> completed_cqs_;      // emptied each time when no sink takes them
+  std::function<void(core::Device&)> completion_sink_;
   EventDelivery events_;
   std::unique_ptr<net::CaptureStage> own_capture_;  // with a capture file of its own
   net::CaptureStage* capture_ = nullptr;            // own_capture_ or a shared one; null: off
