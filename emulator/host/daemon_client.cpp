@@ -11,6 +11,7 @@
 
 #include "emulator/core/wr_checks.hpp"
 #include "emulator/host/daemon_cm_codec.hpp"
+#include "emulator/host/daemon_iwarp_codec.hpp"
 #include "emulator/host/daemon_socket.hpp"
 
 namespace softrdma::host {
@@ -135,6 +136,10 @@ void DaemonClient::dispatch(std::span<const std::uint8_t> message) {
   if (e.kind == daemon::EventKind::cm && on_cm_) {
     core::CmEvent event;
     if (daemon::get(in, event)) on_cm_(event);
+  }
+  if (e.kind == daemon::EventKind::iwarp && on_iw_) {
+    core::IwarpEvent event;
+    if (daemon::get(in, event)) on_iw_(event);
   }
 }
 
@@ -662,6 +667,45 @@ void DaemonClient::cm_destroy(std::uint32_t id) { simple(Op::cm_destroy, id); }
 void DaemonClient::set_cm_handler(CmEventHandler on_cm) {
   std::lock_guard lock(handlers_mutex_);
   on_cm_ = std::move(on_cm);
+}
+
+core::Expected<std::uint32_t> DaemonClient::iw_listen(const core::TcpEndpoint& local) {
+  return create<std::uint32_t>(Op::iw_listen, [&](Writer& out) { out.put(local); });
+}
+
+int DaemonClient::iw_stop_listening(std::uint32_t listener) { return simple(Op::iw_stop_listening, listener); }
+
+core::Expected<std::uint32_t> DaemonClient::iw_connect(const core::TcpEndpoint& remote, std::uint32_t qpn,
+                                                       const core::MpaOffer& offer) {
+  return create<std::uint32_t>(Op::iw_connect, [&](Writer& out) {
+    out.put(remote);
+    out.put(qpn);
+    daemon::put(out, offer);
+  });
+}
+
+int DaemonClient::iw_accept(std::uint32_t id, std::uint32_t qpn, const core::MpaOffer& offer) {
+  return transact(
+      Op::iw_accept,
+      [&](Writer& out) {
+        out.put(id);
+        out.put(qpn);
+        daemon::put(out, offer);
+      },
+      [](Reader&, int) {});
+}
+
+int DaemonClient::iw_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) {
+  return cm_with_data(Op::iw_reject, id, private_data);
+}
+
+int DaemonClient::iw_disconnect(std::uint32_t id) { return simple(Op::iw_disconnect, id); }
+
+void DaemonClient::iw_destroy(std::uint32_t id) { simple(Op::iw_destroy, id); }
+
+void DaemonClient::set_iw_handler(IwarpEventHandler on_iw) {
+  std::lock_guard lock(handlers_mutex_);
+  on_iw_ = std::move(on_iw);
 }
 
 }  // namespace softrdma::host

@@ -95,6 +95,16 @@ class DaemonClient final : public DeviceLink {
   int cm_answer_service(std::uint32_t id, const core::CmServiceAnswer& answer) override;
   void cm_destroy(std::uint32_t id) override;
   void set_cm_handler(CmEventHandler on_cm) override;
+  // The iWARP CM of srdmaiw0 (daemon_iwarp_codec.hpp): on srdma0's socket, EOPNOTSUPP.
+  core::Expected<std::uint32_t> iw_listen(const core::TcpEndpoint& local) override;
+  int iw_stop_listening(std::uint32_t listener) override;
+  core::Expected<std::uint32_t> iw_connect(const core::TcpEndpoint& remote, std::uint32_t qpn,
+                                           const core::MpaOffer& offer) override;
+  int iw_accept(std::uint32_t id, std::uint32_t qpn, const core::MpaOffer& offer) override;
+  int iw_reject(std::uint32_t id, std::span<const std::uint8_t> private_data) override;
+  int iw_disconnect(std::uint32_t id) override;
+  void iw_destroy(std::uint32_t id) override;
+  void set_iw_handler(IwarpEventHandler on_iw) override;
   // Multicast: the daemon's device's limits (from its greeting) and its groups.
   core::MulticastLimits multicast_limits() const override { return multicast_limits_; }
   int attach_mcast(std::uint32_t qpn, const core::Gid& group) override;
@@ -179,6 +189,7 @@ class DaemonClient final : public DeviceLink {
   CqEventHandler on_cq_;
   AsyncEventHandler on_async_;
   CmEventHandler on_cm_;
+  IwarpEventHandler on_iw_;
   std::thread events_thread_;
 };
 

@@ -2,7 +2,8 @@
 // by its processes: each listener and connection belongs to the client that opened it (or whose
 // listener a peer's REQ reached), a request naming another's is EINVAL, and its events go to
 // the owner alone. A client that goes ends its connections as a process exit does: each
-// connection closes with a DREQ or REJ (IBTA vol. 1 s12.9) and its listeners stop.
+// connection closes with a DREQ or REJ (IBTA vol. 1 s12.9) and its listeners stop. srdmaiw0
+// has no InfiniBand CM: there every request is EOPNOTSUPP, as on an iWARP RNIC.
 #include <cerrno>
 #include <mutex>
 #include <vector>
@@ -19,7 +20,11 @@ using daemon::put_status;
 // Adopted under the host's lock, before the engine can raise an event about the new handle.
 template <class Open>
 bool DaemonServer::open_cm(Client& c, Handles set, daemon::Writer& out, Open open) {
-  const core::Expected<std::uint32_t> handle = host_.call([&](core::Device& d, core::Time now) {
+  if (roce() == nullptr) {
+    put_created(out, core::Expected<std::uint32_t>::error(EOPNOTSUPP));
+    return true;
+  }
+  const core::Expected<std::uint32_t> handle = on_engine([&](core::Device& d, core::Time now) {
     core::Expected<std::uint32_t> opened = open(d, now);
     if (opened) adopt(c, set, *opened);
     return opened;
@@ -31,8 +36,9 @@ bool DaemonServer::open_cm(Client& c, Handles set, daemon::Writer& out, Open ope
 // A request on one of the client's connections: its errno, EINVAL for another's.
 template <class Step>
 bool DaemonServer::on_connection(Client& c, std::uint32_t id, daemon::Writer& out, Step step) {
-  const int err = owns(c, &Client::cm_ids, id)
-                      ? host_.call([&](core::Device& d, core::Time now) { return step(d.cm(), now); })
+  const int err = roce() == nullptr ? EOPNOTSUPP
+                  : owns(c, &Client::cm_ids, id)
+                      ? on_engine([&](core::Device& d, core::Time now) { return step(d.cm(), now); })
                       : EINVAL;
   put_status(out, err);
   return true;
@@ -57,9 +63,9 @@ bool DaemonServer::handle_cm_listen(Client& c, daemon::Reader& in, daemon::Write
 bool DaemonServer::handle_cm_stop_listening(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   const auto listener = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  int err = EINVAL;
-  if (owns(c, &Client::cm_listeners, listener)) {
-    err = host_.call([&](core::Device& d, core::Time now) { return d.cm().stop_listening(now, listener); });
+  int err = roce() == nullptr ? EOPNOTSUPP : EINVAL;
+  if (roce() != nullptr && owns(c, &Client::cm_listeners, listener)) {
+    err = on_engine([&](core::Device& d, core::Time now) { return d.cm().stop_listening(now, listener); });
     forget(c, &Client::cm_listeners, listener);
   }
   put_status(out, err);
@@ -129,7 +135,7 @@ void DaemonServer::release_cm(Client& c) {
     listeners.swap(c.cm_listeners);
     ids.swap(c.cm_ids);
   }
-  host_.call([&](core::Device& d, core::Time now) {
+  on_engine([&](core::Device& d, core::Time now) {
     for (std::uint32_t listener : listeners) d.cm().stop_listening(now, listener);
     for (std::uint32_t id : ids) d.cm().destroy(now, id);
   });
@@ -141,17 +147,18 @@ void DaemonServer::send_event(const core::CmEvent& event) {
   out.put(daemon::Event{daemon::EventKind::cm, 0, 0});
   daemon::put(out, event);
   const bool request = event.type == core::CmEventType::request || event.type == core::CmEventType::service_request;
-  if (deliver_cm(message, event, request) || !request) return;
+  if (deliver_cm(message, event.listener, event.id, request) || !request) return;
   // Its listener's client went meanwhile: the connection is refused, as at a process's exit.
-  host_.call([&](core::Device& d, core::Time now) { d.cm().destroy(now, event.id); });
+  on_engine([&](core::Device& d, core::Time now) { d.cm().destroy(now, event.id); });
 }
 
-bool DaemonServer::deliver_cm(std::span<const std::uint8_t> message, const core::CmEvent& event, bool request) {
+bool DaemonServer::deliver_cm(std::span<const std::uint8_t> message, std::uint32_t listener, std::uint32_t id,
+                              bool request) {
   std::lock_guard lock(mutex_);
   for (Client& c : clients_) {
-    const bool owner = request ? c.cm_listeners.contains(event.listener) : c.cm_ids.contains(event.id);
+    const bool owner = request ? c.cm_listeners.contains(listener) : c.cm_ids.contains(id);
     if (!owner) continue;
-    if (request) c.cm_ids.insert(event.id);
+    if (request) c.cm_ids.insert(id);
     if (c.events_fd >= 0) outbox_.send(c.events_fd, message);
     return true;
   }

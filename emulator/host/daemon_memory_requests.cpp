@@ -114,7 +114,7 @@ std::optional<std::uint64_t> DaemonServer::reachable(Client& c, std::uint64_t ad
   if (length == 0) return tagged;
   std::uint8_t probe = 0;
   int read_errno = 0;
-  const bool ok = host_.call([&](core::Device&, core::Time) {
+  const bool ok = on_engine([&](core::Device&, core::Time) {
     const bool read = memory_.read(*tagged, {&probe, 1});
     read_errno = errno;
     return read;
@@ -144,7 +144,7 @@ bool DaemonServer::handle_reg_mr(Client& c, daemon::Reader& in, daemon::Writer& 
     put_status(out, err);
     return true;
   }
-  const auto keys = link_.reg_mr(pd, *tagged, length, iova, access);
+  const auto keys = link_->reg_mr(pd, *tagged, length, iova, access);
   if (keys) adopt(c, &Client::mrs, keys->lkey);
   put_created(out, keys);
   return true;
@@ -169,7 +169,7 @@ bool DaemonServer::handle_rereg_mr(Client& c, daemon::Reader& in, daemon::Writer
     change.translation = translation;
   }
   if (flags & daemon::kChangeAccess) change.access = access;
-  put_status(out, err == 0 ? link_.rereg_mr(lkey, change) : err);
+  put_status(out, err == 0 ? link_->rereg_mr(lkey, change) : err);
   return true;
 }
 
@@ -185,7 +185,7 @@ bool DaemonServer::handle_alloc_mw(Client& c, daemon::Reader& in, daemon::Writer
     put_status(out, EINVAL);
     return true;
   }
-  const auto rkey = link_.alloc_mw(pd, type);
+  const auto rkey = link_->alloc_mw(pd, type);
   if (rkey) adopt(c, &Client::mws, *rkey);
   put_created(out, rkey);
   return true;
@@ -210,8 +210,8 @@ bool DaemonServer::handle_bind_mw(Client& c, daemon::Reader& in, daemon::Writer&
     put_status(out, EINVAL);
     return true;
   }
-  put_created(out, link_.bind_mw(qpn, mw_rkey, mr_lkey, addr, length, access,
-                                 signaled != 0 ? std::optional<std::uint64_t>(wr_id) : std::nullopt));
+  put_created(out, link_->bind_mw(qpn, mw_rkey, mr_lkey, addr, length, access,
+                                  signaled != 0 ? std::optional<std::uint64_t>(wr_id) : std::nullopt));
   return true;
 }
 

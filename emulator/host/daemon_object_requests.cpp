@@ -18,7 +18,7 @@ using daemon::put_status;
 
 bool DaemonServer::handle_alloc_pd(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   if (!in.done()) return false;
-  const auto pd = link_.alloc_pd();
+  const auto pd = link_->alloc_pd();
   if (pd) adopt(c, &Client::pds, *pd);
   put_created(out, pd);
   return true;
@@ -43,7 +43,7 @@ bool DaemonServer::handle_create_cq(Client& c, daemon::Reader& in, daemon::Write
       return true;
     }
   }
-  const auto cq = link_.create_cq(cqe);
+  const auto cq = link_->create_cq(cqe);
   if (cq) {
     adopt(c, &Client::cqs, *cq);
     if (ring) {
@@ -62,7 +62,7 @@ bool DaemonServer::handle_drain_cq(Client& c, daemon::Reader& in, daemon::Writer
     put_status(out, EINVAL);
     return true;
   }
-  host_.call([&](core::Device& d, core::Time) {
+  on_engine([&](core::Device& d, core::Time) {
     std::lock_guard lock(rings_mutex_);
     fill_ring(d, cq);
   });
@@ -73,7 +73,7 @@ bool DaemonServer::handle_drain_cq(Client& c, daemon::Reader& in, daemon::Writer
 bool DaemonServer::handle_destroy_cq(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   const auto cq = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  const int err = owns(c, &Client::cqs, cq) ? link_.destroy_cq(cq) : EINVAL;
+  const int err = owns(c, &Client::cqs, cq) ? link_->destroy_cq(cq) : EINVAL;
   if (err == 0) {
     forget(c, &Client::cqs, cq);
     forget_ring(cq);
@@ -86,7 +86,7 @@ bool DaemonServer::handle_resize_cq(Client& c, daemon::Reader& in, daemon::Write
   const auto cq = in.get<std::uint32_t>();
   const auto cqe = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::cqs, cq) ? link_.resize_cq(cq, cqe) : EINVAL);
+  put_status(out, owns(c, &Client::cqs, cq) ? link_->resize_cq(cq, cqe) : EINVAL);
   return true;
 }
 
@@ -96,7 +96,7 @@ bool DaemonServer::handle_poll_cq(Client& c, daemon::Reader& in, daemon::Writer&
   if (!in.done() || max > daemon::kMaxPolled) return false;
   thread_local std::vector<core::Wc> wcs;
   wcs.resize(max);
-  const int n = owns(c, &Client::cqs, cq) ? link_.poll_cq(cq, wcs) : -EINVAL;
+  const int n = owns(c, &Client::cqs, cq) ? link_->poll_cq(cq, wcs) : -EINVAL;
   put_status(out, n < 0 ? -n : 0);
   if (n >= 0) out.put_vector(std::span<const core::Wc>(wcs.data(), static_cast<std::size_t>(n)));
   return true;
@@ -106,7 +106,7 @@ bool DaemonServer::handle_req_notify_cq(Client& c, daemon::Reader& in, daemon::W
   const auto cq = in.get<std::uint32_t>();
   const auto solicited_only = in.get<std::uint8_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::cqs, cq) ? link_.req_notify_cq(cq, solicited_only != 0) : EINVAL);
+  put_status(out, owns(c, &Client::cqs, cq) ? link_->req_notify_cq(cq, solicited_only != 0) : EINVAL);
   return true;
 }
 
@@ -120,7 +120,7 @@ bool DaemonServer::handle_create_srq(Client& c, daemon::Reader& in, daemon::Writ
     put_status(out, EINVAL);
     return true;
   }
-  const auto srq = link_.create_srq(pd, max_wr, max_sge, limit);
+  const auto srq = link_->create_srq(pd, max_wr, max_sge, limit);
   if (srq) adopt(c, &Client::srqs, *srq);
   put_created(out, srq);
   return true;
@@ -133,7 +133,7 @@ bool DaemonServer::handle_modify_srq(Client& c, daemon::Reader& in, daemon::Writ
   const auto set_max_wr = in.get<std::uint8_t>();
   const auto set_limit = in.get<std::uint8_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::srqs, srq) ? link_.modify_srq(srq, max_wr, limit, set_max_wr != 0, set_limit != 0)
+  put_status(out, owns(c, &Client::srqs, srq) ? link_->modify_srq(srq, max_wr, limit, set_max_wr != 0, set_limit != 0)
                                               : EINVAL);
   return true;
 }
@@ -142,7 +142,7 @@ bool DaemonServer::handle_query_srq(Client& c, daemon::Reader& in, daemon::Write
   const auto srq = in.get<std::uint32_t>();
   if (!in.done()) return false;
   std::uint32_t max_wr = 0, max_sge = 0, limit = 0;
-  const int err = owns(c, &Client::srqs, srq) ? link_.query_srq(srq, max_wr, max_sge, limit) : EINVAL;
+  const int err = owns(c, &Client::srqs, srq) ? link_->query_srq(srq, max_wr, max_sge, limit) : EINVAL;
   put_status(out, err);
   if (err == 0) {
     out.put(max_wr);
@@ -164,7 +164,7 @@ bool DaemonServer::handle_create_ah(Client& c, daemon::Reader& in, daemon::Write
     put_status(out, EINVAL);
     return true;
   }
-  const auto ah = link_.create_ah(pd, av);
+  const auto ah = link_->create_ah(pd, av);
   if (ah) adopt(c, &Client::ahs, *ah);
   put_created(out, ah);
   return true;
@@ -182,7 +182,7 @@ bool DaemonServer::handle_create_qp(Client& c, daemon::Reader& in, daemon::Write
     put_status(out, EINVAL);
     return true;
   }
-  const auto qp = link_.create_qp(init);
+  const auto qp = link_->create_qp(init);
   if (qp) adopt(c, &Client::qps, qp->qpn);
   put_created(out, qp);
   return true;
@@ -193,7 +193,7 @@ bool DaemonServer::handle_modify_qp(Client& c, daemon::Reader& in, daemon::Write
   const auto attr = in.get<core::QpAttr>();
   const auto mask = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::qps, qpn) ? link_.modify_qp(qpn, attr, mask) : EINVAL);
+  put_status(out, owns(c, &Client::qps, qpn) ? link_->modify_qp(qpn, attr, mask) : EINVAL);
   return true;
 }
 
@@ -202,7 +202,7 @@ bool DaemonServer::handle_query_qp(Client& c, daemon::Reader& in, daemon::Writer
   if (!in.done()) return false;
   core::QpAttr attr;
   core::QpInitAttr init;
-  const int err = owns(c, &Client::qps, qpn) ? link_.query_qp(qpn, attr, init) : EINVAL;
+  const int err = owns(c, &Client::qps, qpn) ? link_->query_qp(qpn, attr, init) : EINVAL;
   put_status(out, err);
   if (err == 0) {
     out.put(attr);
@@ -214,7 +214,7 @@ bool DaemonServer::handle_query_qp(Client& c, daemon::Reader& in, daemon::Writer
 bool DaemonServer::handle_destroy_qp(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   const auto qpn = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  const int err = owns(c, &Client::qps, qpn) ? link_.destroy_qp(qpn) : EINVAL;
+  const int err = owns(c, &Client::qps, qpn) ? link_->destroy_qp(qpn) : EINVAL;
   if (err == 0) {
     forget(c, &Client::qps, qpn);
     std::lock_guard lock(mutex_);
@@ -237,7 +237,7 @@ bool DaemonServer::change_membership(Client& c, daemon::Reader& in, daemon::Writ
   const auto qpn = in.get<std::uint32_t>();
   const auto group = in.get<core::Gid>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::qps, qpn) ? (link_.*change)(qpn, group) : EINVAL);
+  put_status(out, owns(c, &Client::qps, qpn) ? ((*link_).*change)(qpn, group) : EINVAL);
   return true;
 }
 

@@ -60,7 +60,7 @@ bool DaemonServer::handle_post_send(Client& c, daemon::Reader& in, daemon::Write
   std::size_t checked = 0;
   while (qp_owned && checked < wrs.size() && own_keys_only(wrs[checked])) ++checked;
   std::size_t posted = 0;
-  int err = qp_owned ? link_.post_send(qpn, std::span<const core::SendWr>(wrs.data(), checked), posted) : EINVAL;
+  int err = qp_owned ? link_->post_send(qpn, std::span<const core::SendWr>(wrs.data(), checked), posted) : EINVAL;
   if (err == 0 && checked < wrs.size()) err = EINVAL;
   count_taken(c, qpn, 0, posted);
   put_status(out, err);
@@ -75,7 +75,7 @@ bool DaemonServer::handle_post_recv(Client& c, daemon::Reader& in, daemon::Write
   std::size_t posted = 0;
   int err = EINVAL;
   if (owns(c, &Client::qps, qpn)) {
-    err = link_.post_recv(qpn, wrs, posted);
+    err = link_->post_recv(qpn, wrs, posted);
     count_taken(c, qpn, 1, posted);
   }
   put_status(out, err);
@@ -88,7 +88,7 @@ bool DaemonServer::handle_post_srq_recv(Client& c, daemon::Reader& in, daemon::W
   thread_local std::vector<core::RecvWr> wrs;
   if (!get_wrs(in, wrs)) return false;
   std::size_t posted = 0;
-  const int err = owns(c, &Client::srqs, srq) ? link_.post_srq_recv(srq, wrs, posted) : EINVAL;
+  const int err = owns(c, &Client::srqs, srq) ? link_->post_srq_recv(srq, wrs, posted) : EINVAL;
   put_status(out, err);
   out.put(static_cast<std::uint32_t>(posted));
   return true;
@@ -99,6 +99,10 @@ bool DaemonServer::handle_attach_work_ring(Client& c, daemon::Reader& in, daemon
   std::unique_ptr<WorkRing> ring = passed >= 0 ? WorkRing::adopt(passed) : nullptr;
   if (passed >= 0) ::close(passed);
   passed = -1;
+  if (roce() == nullptr) {
+    put_status(out, EOPNOTSUPP);  // only srdma0's progress thread drains work rings
+    return true;
+  }
   std::lock_guard ring_lock(ring_clients_mutex_);
   std::lock_guard work_lock(c.work_mutex);
   if (!ring || c.work) {
@@ -121,7 +125,7 @@ bool DaemonServer::handle_queue_room(Client& c, daemon::Reader& in, daemon::Writ
   const bool owned =
       which == core::Device::WorkQueue::srq ? owns(c, &Client::srqs, handle) : owns(c, &Client::qps, handle);
   const auto room =
-      owned ? host_.call([&](core::Device& d, core::Time) { return d.room(which, handle); }) : std::nullopt;
+      owned ? on_engine([&](core::Device& d, core::Time) { return d.room(which, handle); }) : std::nullopt;
   put_status(out, room ? 0 : EINVAL);
   if (room) out.put(*room);
   return true;

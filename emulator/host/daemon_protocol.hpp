@@ -1,9 +1,9 @@
 // The control protocol between the verbs shim and softrdmad: one ABI for both ends.
 //
-// Transport: a SOCK_SEQPACKET Unix socket, so one send is one message and framing is the
-// kernel's. The client connects and sends Hello with one file descriptor attached
-// (SCM_RIGHTS): its end of a SOCK_SEQPACKET pair on which the daemon will send Event
-// messages. Then it sends requests, one at a time, and reads one reply to each:
+// Transport: a SOCK_SEQPACKET Unix socket per device, as the kernel has one uverbs file per
+// device (kIwarpSocketSuffix), so one send is one message and framing is the kernel's. The client connects and sends
+// Hello with one file descriptor attached (SCM_RIGHTS): its end of a SOCK_SEQPACKET pair on which the daemon will send
+// Event messages. Then it sends requests, one at a time, and reads one reply to each:
 //
 //   request: u32 Op, then the op's arguments;  reply: i32 errno (0: success), then results.
 //
@@ -25,15 +25,16 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 5;         // 2: shared-memory CQ rings; 3: work rings; 4: CM; 5: multicast
+inline constexpr std::uint32_t kVersion = 6;         // 2: CQ rings; 3: work rings; 4: CM; 5: multicast; 6: iWARP CM
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19 +
     sizeof(core::MulticastLimits) * 23;
 // A request or reply never exceeds this; the client splits long WR lists to fit.
 inline constexpr std::size_t kMaxMessage = 64 * 1024;
-// An event message never exceeds this (a CM event carries its 256-byte MAD).
-inline constexpr std::size_t kMaxEventMessage = 512;
+// An event message never exceeds this (a CM event carries its 256-byte MAD, an iWARP one up to
+// 512 bytes of MPA private data).
+inline constexpr std::size_t kMaxEventMessage = 1024;
 // Completions one poll_cq request may ask for, WRs one post request may carry.
 inline constexpr std::uint32_t kMaxPolled = 1024;
 inline constexpr std::uint32_t kMaxWrs = 4096;
@@ -86,8 +87,19 @@ enum class Op : std::uint32_t {
   // Multicast (DeviceLink::attach_mcast): u32 QPN, core::Gid group -> errno.
   attach_mcast,
   detach_mcast,
+  // The iWARP connection manager (DeviceLink::iw_*; daemon_iwarp_codec.hpp for the bodies).
+  iw_listen,
+  iw_stop_listening,
+  iw_connect,
+  iw_accept,
+  iw_reject,
+  iw_disconnect,
+  iw_destroy,
   end_of_ops,  // not an op: one past the last, so that the daemon's handler table covers each
 };
+
+// softrdmad serves its iWARP device, srdmaiw0, on the socket path of srdma0 with this added.
+inline constexpr const char* kIwarpSocketSuffix = ".iwarp";
 
 struct Hello {
   std::uint32_t magic = kMagic;
@@ -103,6 +115,7 @@ enum class EventKind : std::uint32_t {
   cq = 1,     // `a`: the CQ whose notification fired
   async = 2,  // `a`: core::AsyncEventType, `b`: its element
   cm = 3,     // a core::CmEvent follows the Event (daemon_cm_codec.hpp)
+  iwarp = 4,  // a core::IwarpEvent follows the Event (daemon_iwarp_codec.hpp)
 };
 struct Event {
   EventKind kind = EventKind::cq;

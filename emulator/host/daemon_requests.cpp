@@ -1,7 +1,7 @@
 // DaemonServer::handle: one client request, run by the handler its op names in a table, as
 // rdma-core finds a verb's implementation in its provider's ops table. The handlers live by
-// subject: daemon_object_requests.cpp, daemon_memory_requests.cpp, daemon_post_requests.cpp
-// and daemon_cm_requests.cpp.
+// subject: daemon_object_requests.cpp, daemon_memory_requests.cpp, daemon_post_requests.cpp,
+// daemon_cm_requests.cpp and daemon_iwarp_requests.cpp.
 //
 // Each handle a request names must be the client's (DaemonServer::Client's sets), else EINVAL
 // without touching the engine: the kernel's uverbs answers a handle of another process the
@@ -82,6 +82,13 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     set(Op::cm_destroy, &DaemonServer::handle_cm_destroy);
     set(Op::attach_mcast, &DaemonServer::handle_attach_mcast);
     set(Op::detach_mcast, &DaemonServer::handle_detach_mcast);
+    set(Op::iw_listen, &DaemonServer::handle_iw_listen);
+    set(Op::iw_stop_listening, &DaemonServer::handle_iw_stop_listening);
+    set(Op::iw_connect, &DaemonServer::handle_iw_connect);
+    set(Op::iw_accept, &DaemonServer::handle_iw_accept);
+    set(Op::iw_reject, &DaemonServer::handle_iw_reject);
+    set(Op::iw_disconnect, &DaemonServer::handle_iw_disconnect);
+    set(Op::iw_destroy, &DaemonServer::handle_iw_destroy);
     return table;
   }();
   static_assert(
@@ -135,7 +142,7 @@ template <class Set>
 bool DaemonServer::destroy_owned(Client& c, daemon::Reader& in, daemon::Writer& out, Set set, Destroy destroy) {
   const auto handle = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  const int err = owns(c, set, handle) ? (link_.*destroy)(handle) : EINVAL;
+  const int err = owns(c, set, handle) ? ((*link_).*destroy)(handle) : EINVAL;
   if (err == 0) forget(c, set, handle);
   daemon::put_status(out, err);
   return true;

@@ -13,6 +13,7 @@
 
 #include "emulator/host/daemon_protocol.hpp"
 #include "emulator/host/daemon_socket.hpp"
+#include "emulator/host/iwarp_link.hpp"
 #include "emulator/host/short_slice.hpp"
 
 namespace softrdma::host {
@@ -82,6 +83,14 @@ bool contains(const Set& set, std::uint32_t key) {
 }  // namespace
 
 DaemonStart DaemonServer::start(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options) {
+  return start(Host(&host), memory, std::move(options));
+}
+
+DaemonStart DaemonServer::start(IwarpHost& host, ProcessMemory& memory, DaemonOptions options) {
+  return start(Host(&host), memory, std::move(options));
+}
+
+DaemonStart DaemonServer::start(Host host, ProcessMemory& memory, DaemonOptions options) {
   std::string error;
   const int listen_fd = listen_at(options.socket_path, options.group, error);
   if (listen_fd < 0) return {nullptr, error};
@@ -96,18 +105,43 @@ DaemonStart DaemonServer::start(EmbeddedHost& host, ProcessMemory& memory, Daemo
   return {std::move(server), {}};
 }
 
-DaemonServer::DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd)
+namespace {
+
+std::unique_ptr<DeviceLink> link_over(EmbeddedHost* host) { return std::make_unique<EmbeddedLink>(*host); }
+std::unique_ptr<DeviceLink> link_over(IwarpHost* host) { return std::make_unique<IwarpLink>(*host); }
+
+}  // namespace
+
+DaemonServer::DaemonServer(Host host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd)
     : host_(host),
       memory_(memory),
-      link_(host),
+      link_(std::visit([](auto* h) { return link_over(h); }, host)),
       options_(std::move(options)),
       listen_fd_(listen_fd),
       stop_fd_(stop_fd) {
-  host_.set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
-                           [this](const core::AsyncEvent& e) { send_event(e); });
-  host_.set_cm_handler([this](const core::CmEvent& e) { send_event(e); });
-  host_.set_completion_sink([this](core::Device& d) { fill_rings(d); });
-  host_.set_work_source(this);
+  set_host_handlers(true);
+}
+
+void DaemonServer::set_host_handlers(bool on) {
+  std::visit(
+      [&](auto* h) {
+        if (on) {
+          h->set_event_handlers([this](std::uint32_t cq) { send_event(cq); },
+                                [this](const core::AsyncEvent& e) { send_event(e); });
+          h->set_completion_sink([this](core::Device& d) { fill_rings(d); });
+        } else {
+          h->set_event_handlers(nullptr, nullptr);  // the host may outlive this server
+          h->set_completion_sink(nullptr);
+        }
+      },
+      host_);
+  if (EmbeddedHost* h = roce()) {
+    h->set_cm_handler(on ? CmEventHandler([this](const core::CmEvent& e) { send_event(e); }) : nullptr);
+    h->set_work_source(on ? this : nullptr);
+  }
+  if (IwarpHost* h = iwarp()) {
+    h->set_event_handler(on ? IwarpEventHandler([this](const core::IwarpEvent& e) { send_event(e); }) : nullptr);
+  }
 }
 
 void DaemonServer::fill_rings(core::Device& device) {
@@ -210,22 +244,24 @@ void DaemonServer::serve(Client& c) {
     err = EPROTO;
   } else if (hello.version != daemon::kVersion || hello.layout != daemon::kLayout) {
     err = EPROTONOSUPPORT;  // a shim and a daemon of different builds
-  } else if (const auto slot = host_.call([&](core::Device&, core::Time) { return memory_.attach(c.pid); })) {
+  } else if (const auto slot = on_engine([&](core::Device&, core::Time) { return memory_.attach(c.pid); })) {
     c.slot = *slot;
   } else {
     err = EUSERS;
   }
   out.put(static_cast<std::int32_t>(err));
-  out.put(host_.multicast_limits());
-  reply.insert(reply.end(), host_.address().begin(), host_.address().end());
-  const bool greeted = send_with_fd(c.fd, reply.data(), reply.size(), err == 0 ? host_.doorbell_fd() : -1);
+  out.put(link_->multicast_limits());
+  reply.insert(reply.end(), link_->address().begin(), link_->address().end());
+  // The doorbell offers a work ring, which only srdma0's progress thread drains.
+  const int doorbell = err == 0 && roce() != nullptr ? roce()->doorbell_fd() : -1;
+  const bool greeted = send_with_fd(c.fd, reply.data(), reply.size(), doorbell);
   if (err == 0 && greeted && !shutting_down_.load()) {
     std::vector<std::uint8_t> request(daemon::kMaxMessage);
     for (;;) {
       int passed = -1;
       const ssize_t n = receive_with_fd(c.fd, request.data(), request.size(), passed);
       if (n <= 0) break;
-      host_.pull_work();  // what any client posted before this request comes first
+      if (EmbeddedHost* h = roce()) h->pull_work();  // what any client posted before this request comes first
       const bool ok = handle(c, std::span(request.data(), static_cast<std::size_t>(n)), passed, reply);
       if (passed >= 0) ::close(passed);  // a descriptor the request had no use for
       if (!ok || ::send(c.fd, reply.data(), reply.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(reply.size())) break;
@@ -249,7 +285,12 @@ void DaemonServer::release(Client& c) {
     std::lock_guard ring_lock(ring_clients_mutex_);
     std::erase(ring_clients_, &c);  // the progress thread pulls from it no more
   }
-  release_cm(c);  // first: the peers hear DREQ or REJ while the QPs still exist
+  // First: the peers hear DREQ or REJ (or the TCP close) while the QPs still exist.
+  if (roce() != nullptr) {
+    release_cm(c);
+  } else {
+    release_iwarp(c);
+  }
   Client owned;
   {
     std::lock_guard lock(mutex_);
@@ -261,17 +302,17 @@ void DaemonServer::release(Client& c) {
     owned.cqs.swap(c.cqs);
     owned.pds.swap(c.pds);
   }
-  for (std::uint32_t qpn : owned.qps) link_.destroy_qp(qpn);
-  for (const auto& [index, key] : owned.mws) link_.dealloc_mw(key);
-  for (std::uint32_t ah : owned.ahs) link_.destroy_ah(ah);
-  for (const auto& [index, key] : owned.mrs) link_.dereg_mr(key);
-  for (std::uint32_t srq : owned.srqs) link_.destroy_srq(srq);
+  for (std::uint32_t qpn : owned.qps) link_->destroy_qp(qpn);
+  for (const auto& [index, key] : owned.mws) link_->dealloc_mw(key);
+  for (std::uint32_t ah : owned.ahs) link_->destroy_ah(ah);
+  for (const auto& [index, key] : owned.mrs) link_->dereg_mr(key);
+  for (std::uint32_t srq : owned.srqs) link_->destroy_srq(srq);
   for (std::uint32_t cq : owned.cqs) {
-    link_.destroy_cq(cq);
+    link_->destroy_cq(cq);
     forget_ring(cq);
   }
-  for (std::uint32_t pd : owned.pds) link_.dealloc_pd(pd);
-  if (c.slot != 0) host_.call([&](core::Device&, core::Time) { memory_.detach(c.slot); });
+  for (std::uint32_t pd : owned.pds) link_->dealloc_pd(pd);
+  if (c.slot != 0) on_engine([&](core::Device&, core::Time) { memory_.detach(c.slot); });
   // Last: fill_rings publishes room into the work ring while any CQ ring of this client lives.
   std::lock_guard work_lock(c.work_mutex);
   std::lock_guard lock(mutex_);
@@ -384,7 +425,7 @@ void DaemonServer::shutdown() {
   }
   core::QpAttr to_error;
   to_error.qp_state = core::QpState::err;
-  for (std::uint32_t qpn : qps) link_.modify_qp(qpn, to_error, core::qp_attr::state);
+  for (std::uint32_t qpn : qps) link_->modify_qp(qpn, to_error, core::qp_attr::state);
   send_event(core::AsyncEvent{core::AsyncEventType::device_fatal, 1});
 
   const auto until = std::chrono::steady_clock::now() + options_.shutdown_grace;
@@ -397,10 +438,7 @@ void DaemonServer::shutdown() {
   }
   while (client_count() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ::close(stop_fd_);
-  host_.set_event_handlers(nullptr, nullptr);  // the host may outlive this server
-  host_.set_cm_handler(nullptr);
-  host_.set_completion_sink(nullptr);
-  host_.set_work_source(nullptr);
+  set_host_handlers(false);
 }
 
 }  // namespace softrdma::host

@@ -11,6 +11,10 @@
 //
 // Threads: one accept thread and one thread per client, each calling the host like an
 // application thread would. Events go to the owning client's event socket.
+//
+// One server serves one device, as the kernel has one uverbs file per device: srdma0 on an
+// EmbeddedHost, with shared-memory CQ and work rings and the InfiniBand CM, or srdmaiw0 on an
+// IwarpHost, with CQ rings and the iWARP CM; its clients post with requests.
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +31,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <variant>
 #include <vector>
 
 #include "emulator/host/cq_ring.hpp"
@@ -34,6 +39,7 @@
 #include "emulator/host/embedded_host.hpp"
 #include "emulator/host/embedded_link.hpp"
 #include "emulator/host/event_outbox.hpp"
+#include "emulator/host/iwarp_host.hpp"
 #include "emulator/host/process_memory.hpp"
 #include "emulator/host/work_ring.hpp"
 
@@ -59,8 +65,9 @@ struct DaemonStart {
 class DaemonServer final : private WorkSource {
  public:
   // Listens on options.socket_path (replacing a stale socket file, refusing a live one) and
-  // starts accepting. `host` must have been started with `memory` as its HostConfig::memory.
+  // starts accepting. `host` must have been started with `memory` as its config's memory.
   static DaemonStart start(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options);
+  static DaemonStart start(IwarpHost& host, ProcessMemory& memory, DaemonOptions options);
 
   DaemonServer(const DaemonServer&) = delete;
   DaemonServer& operator=(const DaemonServer&) = delete;
@@ -87,8 +94,9 @@ class DaemonServer final : private WorkSource {
     // key byte changes with every bind.
     std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps;
     std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
-    // Its connection manager listeners and connections (communication IDs): those it opened,
-    // and those a peer's REQ or SIDR_REQ opened for one of its listeners.
+    // Its connection manager listeners and connections (communication IDs, or the iWARP CM's
+    // connections): those it opened, and those a peer's REQ, SIDR_REQ or MPA Request opened for
+    // one of its listeners.
     std::unordered_set<std::uint32_t> cm_listeners, cm_ids;
     // WRs posted so far per QP, {send, recv} (free-running), for the room slots (work_ring.hpp).
     std::unordered_map<std::uint32_t, std::array<std::uint32_t, 2>> taken;
@@ -98,7 +106,24 @@ class DaemonServer final : private WorkSource {
     std::mutex work_mutex;
     std::unique_ptr<WorkRing> work;
   };
-  DaemonServer(EmbeddedHost& host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd);
+  using Host = std::variant<EmbeddedHost*, IwarpHost*>;
+  DaemonServer(Host host, ProcessMemory& memory, DaemonOptions options, int listen_fd, int stop_fd);
+  static DaemonStart start(Host host, ProcessMemory& memory, DaemonOptions options);
+  // Runs f(device, now) under the host's lock, as the verbs do.
+  template <class F>
+  auto on_engine(F&& f) {
+    return std::visit([&](auto* host) { return host->call(f); }, host_);
+  }
+  // The host, when it is of that kind; else null.
+  EmbeddedHost* roce() const {
+    auto* const* host = std::get_if<EmbeddedHost*>(&host_);
+    return host != nullptr ? *host : nullptr;
+  }
+  IwarpHost* iwarp() const {
+    auto* const* host = std::get_if<IwarpHost*>(&host_);
+    return host != nullptr ? *host : nullptr;
+  }
+  void set_host_handlers(bool on);  // the host's events, completion sink and work source to us, or to no one
 
   void accept_loop();
   void admit(int fd);
@@ -156,6 +181,19 @@ class DaemonServer final : private WorkSource {
   bool handle_cm_reject(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_cm_disconnect(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_cm_destroy(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // The iWARP connection manager (daemon_iwarp_requests.cpp).
+  bool handle_iw_listen(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_stop_listening(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_connect(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_accept(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_reject(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_disconnect(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_iw_destroy(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // Runs `step` on the iWARP CM for one of the client's connections and replies with its errno
+  // (EINVAL for another's, EOPNOTSUPP on srdma0).
+  template <class Step>
+  bool on_iwarp_connection(Client& client, std::uint32_t id, daemon::Writer& out, Step step);
+  void release_iwarp(Client& client);  // closes its iWARP connections and listeners
   // What the handlers share. Whether the client owns a handle, taking and dropping it (under
   // mutex_, as events read the sets); MRs and MWs by key, kept by key index (daemon_requests.cpp).
   using Handles = std::unordered_set<std::uint32_t> Client::*;
@@ -193,7 +231,12 @@ class DaemonServer final : private WorkSource {
   void send_event(const core::AsyncEvent& event);
   // To the owner of the event's listener (a request, which the owner then owns) or connection.
   void send_event(const core::CmEvent& event);
-  bool deliver_cm(std::span<const std::uint8_t> message, const core::CmEvent& event, bool request);  // false: no owner
+  // To the owner of the event's listener (a connect request, which the owner then owns) or
+  // connection; a request no client takes is rejected.
+  void send_event(const core::IwarpEvent& event);
+  // To the owner of `listener` (a `request`, whose connection `id` it then owns) or of
+  // connection `id`; false when no client owns it.
+  bool deliver_cm(std::span<const std::uint8_t> message, std::uint32_t listener, std::uint32_t id, bool request);
   void reap_finished();
   // The completion sink (under the host's lock): new completions into the clients' CQ rings.
   void fill_rings(core::Device& device);
@@ -207,9 +250,9 @@ class DaemonServer final : private WorkSource {
   bool going_to_sleep() override;
   void woke() override;
 
-  EmbeddedHost& host_;
+  const Host host_;
   ProcessMemory& memory_;
-  EmbeddedLink link_;
+  const std::unique_ptr<DeviceLink> link_;  // over host_
   const DaemonOptions options_;
   int listen_fd_ = -1;
   EventOutbox outbox_;  // every event to a client goes through it
