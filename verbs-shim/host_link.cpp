@@ -111,7 +111,7 @@ void route_events(BoundDevice& bound) {
 
 // Daemon mode: the engine is softrdmad's. The daemon reaches this process's registered memory
 // with process_vm_readv/writev, which Yama's ptrace_scope=1 allows only to a declared tracer.
-BoundDevice attach_daemon(const std::string& socket) {
+BoundDevice attach_daemon(const std::string& socket, Transport transport) {
   BoundDevice bound;
   host::DaemonConnect connected = host::DaemonClient::connect(socket);
   if (!connected.client) {
@@ -120,12 +120,18 @@ BoundDevice attach_daemon(const std::string& socket) {
   }
   ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(connected.client->daemon_pid()), 0, 0, 0);  // EINVAL without Yama
   bound.link = connected.client.release();  // never freed: see host_link.hpp
-  if (!identify(bound, Transport::roce)) {
+  if (!identify(bound, transport)) {
     bound.link = nullptr;
     return bound;
   }
   route_events(bound);
   return bound;
+}
+
+// SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); none: embedded.
+const char* daemon_socket() {
+  const char* daemon = std::getenv(host::kDaemonVariable);
+  return daemon != nullptr && *daemon != '\0' ? daemon : nullptr;
 }
 
 struct Preference {
@@ -147,10 +153,7 @@ Started* the_started = new Started;
 
 BoundDevice start() {
   host::apply_crc_variable();  // SOFTRDMA_CRC: the CRC tier (emulator/host/crc_setting.hpp)
-  // SOFTRDMA_DAEMON=SOCKET: daemon mode (emulator/host/daemon_client.hpp); empty or unset: embedded.
-  if (const char* daemon = std::getenv(host::kDaemonVariable); daemon != nullptr && *daemon != '\0') {
-    return attach_daemon(daemon);
-  }
+  if (const char* daemon = daemon_socket()) return attach_daemon(daemon, Transport::roce);
   BoundDevice bound;
   const AddressChoice choice = choose_address(environment_request());
   if (!choice.ok()) {
@@ -202,13 +205,15 @@ BoundDevice start() {
   return bound;
 }
 
-// SOFTRDMA_IWARP=1: srdmaiw0 beside srdma0, embedded, on its address.
+// SOFTRDMA_IWARP=1: srdmaiw0 beside srdma0, on its address: softrdmad's, on the socket beside
+// srdma0's, or embedded.
 BoundDevice start_iwarp(const BoundDevice& roce) {
   BoundDevice bound;
   const char* wanted = std::getenv("SOFTRDMA_IWARP");
   if (wanted == nullptr || std::strcmp(wanted, "1") != 0) return bound;
-  if (roce.host == nullptr) {
-    bound.error = "the iWARP device runs only in embedded mode (SOFTRDMA_DAEMON is set)";
+  if (const char* daemon = daemon_socket()) {
+    bound = attach_daemon(std::string(daemon) + host::daemon::kIwarpSocketSuffix, Transport::iwarp);
+    if (!bound.error.empty()) bound.error = "softrdmad serves no iWARP device (softrdmad --iwarp): " + bound.error;
     return bound;
   }
   host::IwarpHostConfig config;

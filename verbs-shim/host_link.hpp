@@ -34,8 +34,8 @@ struct BoundDevice {
 
 // srdma0, the RoCE device: started once (thread-safe), and once more in a forked child.
 const BoundDevice& bound_device();
-// srdmaiw0, the iWARP device, on srdma0's address: started once, after srdma0, in embedded mode
-// when SOFTRDMA_IWARP=1 (softrdma run --iwarp) asks for it; rdma_cm then connects through it
+// srdmaiw0, the iWARP device, on srdma0's address: started (or attached, in daemon mode) once,
+// after srdma0, when SOFTRDMA_IWARP=1 (softrdma run --iwarp) asks for it; rdma_cm then connects through it
 // (private_device.hpp). Null otherwise, or when it could not start (said once on stderr).
 const BoundDevice* iwarp_device();
 // In a forked child: the parent's device runs in the parent (its threads are not the

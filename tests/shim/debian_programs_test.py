@@ -258,9 +258,17 @@ def check_iwarp_device(softrdma, softrdmad):
     with daemon_on(softrdmad, "127.83.96.1") as sock:
         rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devices"], env=iwarp)
         check(rc == 0 and "srdma0" in out and "srdmaiw0" not in out and
-              err.strip() == "softrdma: no iWARP device: the iWARP device runs only in embedded mode "
-                             "(SOFTRDMA_DAEMON is set)",
-              "through softrdmad: srdma0 alone, and one line saying why", out + err)
+              err.strip() == "softrdma: no iWARP device: softrdmad serves no iWARP device (softrdmad --iwarp): "
+                             f"cannot reach softrdmad at {sock}.iwarp: No such file or directory",
+              "through a softrdmad without --iwarp: srdma0 alone, and one line saying why", out + err)
+    with daemon_on(softrdmad, "127.83.96.2", "--iwarp") as sock:
+        rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devinfo", "-d", "srdmaiw0"], env=iwarp)
+        print(out + err)
+        check(rc == 0 and err == "" and re.search(r"^\s+transport:\s+iWARP \(1\)$", out, re.M) is not None,
+              "through softrdmad --iwarp: srdmaiw0, transport iWARP", out + err)
+        rc, out, err = run([softrdma, "run", f"--daemon={sock}", "--", "ibv_devices"])
+        check(rc == 0 and "srdmaiw0" not in out, "through softrdmad --iwarp without SOFTRDMA_IWARP: no srdmaiw0",
+              out + err)
     return finish()
 
 
@@ -302,11 +310,11 @@ print(parent_gid, child, os.waitstatus_to_exitcode(status), again == parent_gid)
 
 
 @contextlib.contextmanager
-def daemon_on(softrdmad, address):
-    """A softrdmad on ADDRESS for the block: yields the socket to attach to."""
+def daemon_on(softrdmad, address, *options):
+    """A softrdmad on ADDRESS, with OPTIONS, for the block: yields the socket to attach to."""
     with tempfile.TemporaryDirectory(prefix="softrdma-daemon-") as work:
         sock = os.path.join(work, "d.sock")
-        daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock],
+        daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock, *options],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
             for _ in range(250):
@@ -414,6 +422,8 @@ def check_run_errors(softrdma, cc):
           f"rc={rc} stderr={err!r} stdout={out!r}")
     one_line_error([softrdma, "run", "--mpa-crc", "--", "true"], 2, "--mpa-crc is an option of the iWARP device",
                    "--mpa-crc without --iwarp")
+    one_line_error([softrdma, "run", "--daemon=/nonexistent.sock", "--iwarp", "--mpa-crc", "--", "true"], 2,
+                   "--mpa-crc is softrdmad's option", "--mpa-crc with --daemon")
     rc, out, err = run([softrdma, "run", "--iwarp", "--", "ibv_devices"], env=clean_env(SOFTRDMA_MPA_CRC="2"))
     check("softrdma: no iWARP device: SOFTRDMA_MPA_CRC='2': expected 0 or 1\n" in err and "srdma0" in out
           and "srdmaiw0" not in out, "bad SOFTRDMA_MPA_CRC: one line naming it, no iWARP device, srdma0 still there",

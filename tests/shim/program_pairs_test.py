@@ -388,9 +388,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def listens(pid, port, udp=False):
+def listens(pid, port, udp=False, owned=True):
     """Whether process PID holds a TCP socket in LISTEN (with UDP, a bound UDP socket) on PORT,
-    read from its own namespace's /proc tables, so no probe connection reaches the server."""
+    read from its own namespace's /proc tables, so no probe connection reaches the server; with
+    OWNED false, whether any process of its namespace does (a daemon that listens for it)."""
     inodes = set()
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -411,7 +412,8 @@ def listens(pid, port, udp=False):
             continue
         for row in rows:
             cols = row.split()
-            if len(cols) > 9 and cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port and cols[9] in inodes:
+            if len(cols) > 9 and cols[3] == state and int(cols[1].rsplit(":", 1)[1], 16) == port and \
+                    (cols[9] in inodes or not owned):
                 return True
     return False
 

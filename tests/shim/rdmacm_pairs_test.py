@@ -102,8 +102,10 @@ class Case:
                  netns=False, veth=()):
         self.name = name
         self.server_run = list(server_run)
-        # A daemon variant, when no side injects faults and softrdmad serves what the pair uses.
-        self.on_daemon = daemon and not server_run and not client_run
+        # A daemon variant, when no side injects faults and softrdmad serves what the pair uses
+        # (srdmaiw0 with softrdmad --iwarp).
+        self.iwarp = "--iwarp" in self.server_run
+        self.on_daemon = daemon and all(option == "--iwarp" for option in self.server_run + list(client_run))
         self.netns = netns  # only on a veth pair in a namespace of its own (NETNS6_ADDR), IPv6
         self.veth = veth  # the VETH_PREFIXES it also runs under
         self.client_run = list(client_run)
@@ -206,8 +208,8 @@ def mckey(name, sender_args=(), netns=False):
 VETH_BOTH = ("veth.", "veth6.")
 VETH_IPV4 = ("veth.",)
 # Both sides on srdmaiw0 (softrdma run --iwarp), whose connections rdma_cm makes over TCP and
-# MPA; embedded only. An iWARP server listens on TCP port {P} once rdma_cm listens: the client
-# starts then, not on a line printed before it.
+# MPA; the daemon variants on softrdmad --iwarp's. An iWARP server listens on TCP port {P} once
+# rdma_cm listens: the client starts then, not on a line printed before it.
 IWARP = {"server_run": ["--iwarp"], "client_run": ["--iwarp"], "ready": "tcp"}
 
 QPERF_BW = rf"^\s+bw\s+=\s+{NUM} [KMG]?B/sec$"
@@ -264,8 +266,8 @@ CASES = [
     # its server now and then takes the flush of its receives at the client's close (iWARP's
     # close moves the QP to ERR, as siw's does) for a failure.
     rping("iwarp.rping", [], **IWARP),
-    rping("iwarp.rping.validate", ["-V"], veth=VETH_BOTH, **IWARP),
-    rping("iwarp.rping.size_4096", ["-V"], size=4096, **IWARP),
+    rping("iwarp.rping.validate", ["-V"], veth=VETH_BOTH, daemon=False, **IWARP),
+    rping("iwarp.rping.size_4096", ["-V"], size=4096, daemon=False, **IWARP),
     perftest("iwarp.ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
     perftest("iwarp.ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", veth=VETH_IPV4,
              **IWARP),
@@ -348,15 +350,16 @@ class Outcome:
         return ok
 
 
-def start_daemon(address, workdir, tag, result):
-    """softrdmad on ADDRESS with its socket in WORKDIR: (the Side, the socket), or (None, None)."""
+def start_daemon(address, workdir, tag, result, options=()):
+    """softrdmad on ADDRESS, with OPTIONS, its socket in WORKDIR: (the Side, the socket), or
+    (None, None)."""
     softrdmad = os.environ.get("SOFTRDMAD", "")
     if not os.path.exists(softrdmad):
         result.skipped = f"softrdmad is not at '{softrdmad}' (set SOFTRDMAD)"
         print(f"SKIPPED: {result.skipped}", flush=True)
         return None, None
     sock = os.path.join(workdir, f"{tag}.sock")
-    daemon = Side("softrdmad", [softrdmad, "--ip", address, "--socket", sock], workdir, tag)
+    daemon = Side("softrdmad", [softrdmad, "--ip", address, "--socket", sock, *options], workdir, tag)
     deadline = time.monotonic() + READY_TIMEOUT
     while not os.path.exists(sock) and daemon.alive() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -436,9 +439,11 @@ def wait_ready(case, server, port, deadline):
         return server.alive()
     until = min(deadline, time.monotonic() + READY_TIMEOUT)
     pattern = None if case.ready == "tcp" else re.compile(case.ready, re.M)
+    # On softrdmad the daemon holds the listening socket for its client.
+    on_daemon = any(a.startswith("--daemon") for a in server.argv)
     while server.alive() and time.monotonic() < until:
         if pattern is None:
-            if listens(server.pid, port):
+            if listens(server.pid, port, owned=not on_daemon):
                 return True
         else:
             out, err = server.output()
@@ -462,17 +467,19 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
     run_attached(result, on_daemon, server_ip, client_ip, workdir,
                  lambda server_attach, client_attach: run_pair(
                      case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir,
-                     client_ip=server_ip if on_daemon else client_ip))
+                     client_ip=server_ip if on_daemon else client_ip),
+                 daemon_options=["--iwarp"] if case.iwarp else [])
     return result
 
 
-def run_attached(result, on_daemon, server_ip, client_ip, workdir, run):
+def run_attached(result, on_daemon, server_ip, client_ip, workdir, run, daemon_options=()):
     """RUN(server_attach, client_attach) with the `softrdma run` options that give each side a
-    device of its own on its address or, ON_DAEMON, one softrdmad on the server's for both."""
+    device of its own on its address or, ON_DAEMON, one softrdmad (with DAEMON_OPTIONS) on the
+    server's for both."""
     if not on_daemon:
         run(["--ip", server_ip], ["--ip", client_ip])
         return
-    daemon, sock = start_daemon(server_ip, workdir, result.name, result)
+    daemon, sock = start_daemon(server_ip, workdir, result.name, result, daemon_options)
     if daemon is None:
         return
     try:

@@ -111,6 +111,7 @@ def custom(name, program, size, count, iters, options, extra=(), **kw):
 
 MIB = 1 << 20
 IWARP = {"run": ["--iwarp"], "daemon": False}
+IWARP_DAEMON = {"run": ["--iwarp"]}  # with a daemon variant, on softrdmad --iwarp
 SUITE_SIZES = ("64", "4k", "64k", "1m")
 # rstream's and riostream's own suite: latency rows (1 transfer, many iterations), then on a
 # second connection bandwidth rows (many transfers, 1 iteration).
@@ -138,7 +139,7 @@ CASES = [
     custom("riostream.async_blocking", "riostream", 4096, 100, 10, "abv"),
     # On srdmaiw0 (softrdma run --iwarp, embedded only), where there is no immediate data: each
     # message is a WRITE and then a SEND of its own, as rdma-core's rsockets send on iWARP.
-    custom("iwarp.rstream.blocking", "rstream", MIB, 20, 2, "bv", veth=VETH_BOTH, **IWARP),
+    custom("iwarp.rstream.blocking", "rstream", MIB, 20, 2, "bv", veth=VETH_BOTH, **IWARP_DAEMON),
     custom("iwarp.rstream.nonblocking", "rstream", 65536, 100, 2, "nv", **IWARP),
     custom("iwarp.rstream.small", "rstream", 64, 1000, 2, "bv", **IWARP),
     custom("iwarp.rstream.buffer_8k", "rstream", 100000, 20, 2, "bv", extra=["-B", "8192"], **IWARP),
@@ -176,7 +177,8 @@ def run_case(case, softrdma, server_ip, client_ip, timeout, workdir, on_daemon=F
         return result
     run_attached(result, on_daemon, server_ip, client_ip, workdir,
                  lambda server_attach, client_attach: run_pair(
-                     case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir))
+                     case, result, softrdma, server_attach, client_attach, server_ip, timeout, workdir),
+                 daemon_options=["--iwarp"] if "--iwarp" in case.run else [])
     return result
 
 

@@ -62,10 +62,12 @@ constexpr const char* kUsage =
     "                   into packets only where a device needs it (never on lo or a veth).\n"
     "  --iwarp          also run srdmaiw0, an iWARP device on srdma0's address (MPA/DDP/RDMAP over\n"
     "                   kernel TCP), and make rdma_cm connect through it (sets SOFTRDMA_IWARP=1).\n"
-    "                   RC QPs only; not with --daemon. --capture and --stats cover it too;\n"
-    "                   --faults delays, corrupts and resets (drop=N) the FPDUs it sends.\n"
+    "                   RC QPs only. --capture and --stats cover it too; --faults delays,\n"
+    "                   corrupts and resets (drop=N) the FPDUs it sends. With --daemon: the\n"
+    "                   daemon's srdmaiw0 (softrdmad --iwarp).\n"
     "  --mpa-crc        with --iwarp: ask every peer for MPA CRCs (sets SOFTRDMA_MPA_CRC=1), as\n"
     "                   Linux siw's mpa_crc_required; without it CRCs are used when the peer asks.\n"
+    "                   Not with --daemon (softrdmad --mpa-crc).\n"
     "  --daemon[=SOCKET]  use the device of the softrdmad listening on SOCKET (sets\n"
     "                   SOFTRDMA_DAEMON; default: softrdmad.sock in the runtime directory) instead\n"
     "                   of running one in PROGRAM: processes on one daemon share its device and\n"
@@ -306,7 +308,7 @@ int run_main(int argc, char** argv) {
   if (daemon && (flags.ip || flags.netdev || capture != nullptr || faults != nullptr || no_gso || stats != nullptr)) {
     return fail(2, "--daemon takes no device options: the address, capture, faults, GSO and stats are softrdmad's");
   }
-  if (daemon && iwarp) return fail(2, "--iwarp runs only in embedded mode: softrdmad serves srdma0 alone");
+  if (daemon && mpa_crc) return fail(2, "--mpa-crc is softrdmad's option (softrdmad --iwarp --mpa-crc) with --daemon");
   if (mpa_crc && !iwarp) return fail(2, "--mpa-crc is an option of the iWARP device: add --iwarp");
   if (daemon) export_setting(host::kDaemonVariable, daemon->c_str());
   if (std::string error = apply_address_flags(flags); !error.empty()) return fail(2, error);

@@ -1,4 +1,5 @@
-// softrdmad: one softrdma device shared by many processes, like a NIC (docs/architecture.md).
+// softrdmad: one softrdma device (two with --iwarp) shared by many processes, like a NIC
+// (docs/architecture.md).
 // It runs the engine (emulator/host/embedded_host.hpp) on the udp backend or on a DPDK port
 // (emulator/net/dpdk_backend.hpp) and serves verbs clients on
 // a Unix socket (emulator/host/daemon_server.hpp); programs reach it with
@@ -24,6 +25,7 @@
 #include "emulator/host/daemon_server.hpp"
 #include "emulator/host/daemon_socket.hpp"
 #include "emulator/host/embedded_host.hpp"
+#include "emulator/host/iwarp_host.hpp"
 #include "emulator/host/process_memory.hpp"
 #include "emulator/host/runtime_dir.hpp"
 #include "emulator/host/stats_endpoint.hpp"
@@ -36,7 +38,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: softrdmad [--ip ADDR] [--socket PATH] [--group NAME|GID] [--capture FILE] [--faults SPEC]\n"
-    "                 [--no-gso] [--shutdown-grace MS] [--config FILE]\n"
+    "                 [--no-gso] [--iwarp [--mpa-crc]] [--shutdown-grace MS] [--config FILE]\n"
     "                 [--backend udp|dpdk] [--eal 'EAL ARGS'] [--dpdk-port N] [--dpdk-mac MAC]\n"
     "                 [--dpdk-queues N] [--gateway ADDR] [--poll-interval US]\n"
     "\n"
@@ -59,6 +61,13 @@ constexpr const char* kUsage =
     "  --capture FILE       write every packet the device sends and receives to a pcap file\n"
     "  --faults SPEC        seeded fault injection, as softrdma run --faults\n"
     "  --no-gso             one UDP datagram per packet\n"
+    "  --iwarp              also serve srdmaiw0, an iWARP device on srdma0's address (MPA/DDP/RDMAP\n"
+    "                       over kernel TCP), on the socket PATH.iwarp; clients list it with\n"
+    "                       softrdma run --daemon --iwarp. RC QPs, connected by rdma_cm. --capture\n"
+    "                       and 'softrdma stats' cover it too; --faults delays, corrupts and resets\n"
+    "                       (drop=N) the FPDUs it sends. Not with --backend dpdk\n"
+    "  --mpa-crc            with --iwarp: ask every peer for MPA CRCs, as Linux siw's\n"
+    "                       mpa_crc_required; without it CRCs are used when the peer asks\n"
     "  --backend udp|dpdk   udp (default): kernel UDP sockets, unprivileged. dpdk: the device owns\n"
     "                       a DPDK port and resolves neighbours for --ip itself (required; IPv4 with\n"
     "                       ARP, IPv6 with neighbour discovery), which no kernel interface should hold\n"
@@ -132,8 +141,19 @@ bool takes_value(std::string_view name) {
   return false;
 }
 
-// An option softrdmad has: one of kValued, or the flag no-gso.
-bool known_option(std::string_view name) { return takes_value(name) || name == "no-gso"; }
+// The options that are flags: true or false in a config file, true on the command line.
+constexpr std::string_view kFlags[] = {"no-gso", "iwarp", "mpa-crc"};
+// An option softrdmad has: one of kValued or kFlags.
+bool known_option(std::string_view name) {
+  return takes_value(name) || std::find(std::begin(kFlags), std::end(kFlags), name) != std::end(kFlags);
+}
+// A flag's value, or none when the setting is neither true nor false.
+std::optional<bool> flag_value(const Settings& settings, const std::string& name) {
+  if (!settings.count(name)) return false;
+  const std::string& v = settings.at(name);
+  if (v != "true" && v != "false") return std::nullopt;
+  return v == "true";
+}
 
 // A whole decimal number, or none.
 std::optional<unsigned> parse_unsigned(const std::string& v) {
@@ -205,11 +225,28 @@ Exit configure_device(const Settings& settings, host::HostConfig& config) {
     if (!parsed.plan) return usage_error("--faults '" + settings.at("faults") + "': " + parsed.error);
     config.faults = parsed.plan;
   }
-  if (settings.count("no-gso")) {
-    const std::string& no_gso = settings.at("no-gso");
-    if (no_gso != "true" && no_gso != "false") return usage_error("no-gso is true or false");
-    config.udp_gso = no_gso == "false";
+  const std::optional<bool> no_gso = flag_value(settings, "no-gso");
+  if (!no_gso) return usage_error("no-gso is true or false");
+  config.udp_gso = !*no_gso;
+  return std::nullopt;
+}
+
+// The iWARP device, with --iwarp: its MPA CRC choice and the FPDU faults of the plan.
+Exit configure_iwarp(const Settings& settings, const host::HostConfig& roce,
+                     std::optional<host::IwarpHostConfig>& out) {
+  const std::optional<bool> iwarp = flag_value(settings, "iwarp"), mpa_crc = flag_value(settings, "mpa-crc");
+  if (!iwarp || !mpa_crc) return usage_error("iwarp and mpa-crc are true or false");
+  if (*mpa_crc && !*iwarp) return usage_error("--mpa-crc is an option of the iWARP device: add --iwarp");
+  if (!*iwarp) return std::nullopt;
+  if (roce.open_backend) return usage_error("--iwarp runs on kernel TCP: not with --backend dpdk");
+  host::IwarpHostConfig config;
+  config.mpa_crc = *mpa_crc;
+  config.faults = roce.faults;
+  if (config.faults) {
+    if (const std::string ignored = host::IwarpFaults::ignored(*config.faults); !ignored.empty())
+      std::fprintf(stderr, "softrdmad: srdmaiw0 ignores --faults' %s\n", ignored.c_str());
   }
+  out = std::move(config);
   return std::nullopt;
 }
 
@@ -308,19 +345,30 @@ sigset_t block_stop_signals() {
   return stop_signals;
 }
 
+// The iWARP device beside srdma0, with --iwarp: its host, the memory its engine reaches its
+// clients' through (a ProcessMemory of its own: each is guarded by its host's lock) and its server.
+struct IwarpDevice {
+  host::ProcessMemory memory;
+  std::unique_ptr<host::IwarpHost> host;
+  std::unique_ptr<host::DaemonServer> server;
+};
+
 // `softrdma stats` reads every device's endpoint in the runtime directory: the daemon's device
-// is one more, with every client's QPs. None (and a line in the log) when it cannot open one.
-std::unique_ptr<host::StatsEndpoint> open_stats(host::EmbeddedHost& device, host::ProcessMemory& memory) {
+// is one more, with every client's QPs, and its iWARP device's. None (and a line in the log)
+// when it cannot open one.
+std::unique_ptr<host::StatsEndpoint> open_stats(host::EmbeddedHost& device, host::ProcessMemory& memory,
+                                                IwarpDevice* iwarp) {
   std::unique_ptr<host::StatsEndpoint> stats;
   const host::RuntimeDir dir = host::create_runtime_dir();
   std::string error = dir.error;
   if (error.empty()) {
     stats = host::StatsEndpoint::open(
         dir.path,
-        [h = &device, &memory] {
+        [h = &device, &memory, iwarp] {
           host::StatsReport report = host::report_of(*h, "softrdmad", "srdma0");
           // Under the engine's lock, which guards ProcessMemory's counters.
           report.dma = h->call([&memory](core::Device&, core::Time) { return memory.counters(); });
+          if (iwarp != nullptr) report.iwarp = host::iwarp_report_of(*iwarp->host, "srdmaiw0");
           return host::to_json(report);
         },
         error);
@@ -329,34 +377,66 @@ std::unique_ptr<host::StatsEndpoint> open_stats(host::EmbeddedHost& device, host
   return stats;
 }
 
-// Waits for SIGTERM or SIGINT, then flushes the clients' work, tells them the device is gone
-// and stops the device (the daemon's --help describes it).
-void wait_for_stop(const sigset_t& stop_signals, host::DaemonServer& server, host::EmbeddedHost& device) {
+// Waits for SIGTERM or SIGINT, then flushes the clients' work, tells them the devices are gone
+// and stops them (the daemon's --help describes it).
+void wait_for_stop(const sigset_t& stop_signals, host::DaemonServer& server, host::EmbeddedHost& device,
+                   IwarpDevice* iwarp) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  std::fprintf(stderr, "softrdmad: %s: shutting down (%zu clients)\n", strsignal(signal_number), server.client_count());
+  const std::size_t clients = server.client_count() + (iwarp != nullptr ? iwarp->server->client_count() : 0);
+  std::fprintf(stderr, "softrdmad: %s: shutting down (%zu clients)\n", strsignal(signal_number), clients);
+  if (iwarp != nullptr) iwarp->server->shutdown();
   server.shutdown();
   device.stop();
 }
 
-// Starts the device and serves its clients until a stop signal; the exit status.
+// srdmaiw0 on srdma0's address, served on the socket beside srdma0's; false (and a line in the
+// log) when it cannot start.
+bool start_iwarp(host::IwarpHostConfig config, const host::EmbeddedHost& roce, const host::DaemonOptions& options,
+                 IwarpDevice& out) {
+  config.ip = roce.address();
+  config.memory = &out.memory;
+  config.shared_capture = roce.capture();  // --capture: one file for both devices
+  host::IwarpHostStart started = host::IwarpHost::start(std::move(config));
+  if (!started.host) {
+    std::fprintf(stderr, "softrdmad: cannot start srdmaiw0: %s\n", started.error.c_str());
+    return false;
+  }
+  out.host = std::move(started.host);
+  host::DaemonOptions iwarp_options = options;
+  iwarp_options.socket_path += host::daemon::kIwarpSocketSuffix;
+  host::DaemonStart served = host::DaemonServer::start(*out.host, out.memory, iwarp_options);
+  if (!served.server) {
+    std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
+    return false;
+  }
+  out.server = std::move(served.server);
+  return true;
+}
+
+// Starts the devices and serves their clients until a stop signal; the exit status.
 int run(const host::HostConfig& config, host::ProcessMemory& memory, const host::DaemonOptions& options,
-        const std::string& backend) {
+        const std::string& backend, const std::optional<host::IwarpHostConfig>& iwarp_config) {
   const sigset_t stop_signals = block_stop_signals();
   host::HostStart started = host::EmbeddedHost::start(config);
   if (!started.host) {
     std::fprintf(stderr, "softrdmad: cannot start the device: %s\n", started.error.c_str());
     return 1;
   }
+  // srdmaiw0's socket first: a client that finds srdma0's finds both.
+  IwarpDevice iwarp;
+  if (iwarp_config && !start_iwarp(*iwarp_config, *started.host, options, iwarp)) return 1;
   host::DaemonStart served = host::DaemonServer::start(*started.host, memory, options);
   if (!served.server) {
     std::fprintf(stderr, "softrdmad: %s\n", served.error.c_str());
     return 1;
   }
-  const std::unique_ptr<host::StatsEndpoint> stats = open_stats(*started.host, memory);
-  std::fprintf(stderr, "softrdmad: srdma0 on %s (%s backend), serving %s (pid %d)\n", started.host->address().c_str(),
-               backend.c_str(), options.socket_path.c_str(), static_cast<int>(::getpid()));
-  wait_for_stop(stop_signals, *served.server, *started.host);
+  IwarpDevice* const serving_iwarp = iwarp.server ? &iwarp : nullptr;
+  const std::unique_ptr<host::StatsEndpoint> stats = open_stats(*started.host, memory, serving_iwarp);
+  std::fprintf(stderr, "softrdmad: srdma0 on %s (%s backend)%s, serving %s (pid %d)\n", started.host->address().c_str(),
+               backend.c_str(), serving_iwarp ? " and srdmaiw0 (iWARP)" : "", options.socket_path.c_str(),
+               static_cast<int>(::getpid()));
+  wait_for_stop(stop_signals, *served.server, *started.host, serving_iwarp);
   return 0;
 }
 
@@ -378,6 +458,7 @@ int main(int argc, char** argv) {
   if (const Exit exit = configure_serving(settings, options)) return *exit;
   const std::string backend = settings.count("backend") ? settings.at("backend") : "udp";
   if (const Exit exit = configure_backend(settings, backend, config)) return *exit;
-
-  return run(config, memory, options, backend);
+  std::optional<host::IwarpHostConfig> iwarp;
+  if (const Exit exit = configure_iwarp(settings, config, iwarp)) return *exit;
+  return run(config, memory, options, backend, iwarp);
 }
