@@ -1,5 +1,5 @@
-// The two sysfs helpers rdma-core exports. There is no kernel RDMA device behind srdma0, so
-// reads under its ibdev_path are answered from memory, with the files `softrdma run`'s view
+// The two sysfs helpers rdma-core exports. There is no kernel RDMA device behind srdma0 or
+// srdmaiw0, so reads under their ibdev_paths are answered from memory, with the files `softrdma run`'s view
 // shows (sysfs_files.hpp); every other path is read from the file system, as rdma-core would
 // (librdmacm asks for class/misc/rdma_cm/abi_version and copes with its absence).
 #include <fcntl.h>
@@ -20,10 +20,10 @@ namespace softrdma::shim {
 namespace {
 
 // The device's file under its ibdev_path (sysfs_files.hpp), or empty when there is none.
-std::string virtual_file(std::string_view file) {
+std::string virtual_file(std::string_view file, Transport transport) {
   const DeviceIdentity* id = device_identity();
   if (id == nullptr) return {};
-  SysfsFacts facts{id->address, {}};
+  SysfsFacts facts{id->address, {}, transport};
   char netdev[IF_NAMESIZE];
   if (id->ifindex != 0 && ::if_indextoname(static_cast<unsigned>(id->ifindex), netdev) != nullptr)
     facts.netdev = netdev;
@@ -69,8 +69,10 @@ SRDMA_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* bu
     return -1;
   }
   ibv_device* dev = the_device();
-  if (dev != nullptr && std::strcmp(dir, dev->ibdev_path) == 0) {
-    std::string content = virtual_file(file);
+  ibv_device* iwarp = dev != nullptr ? the_iwarp_device() : nullptr;
+  const bool roce_dir = dev != nullptr && std::strcmp(dir, dev->ibdev_path) == 0;
+  if (roce_dir || (iwarp != nullptr && std::strcmp(dir, iwarp->ibdev_path) == 0)) {
+    std::string content = virtual_file(file, roce_dir ? Transport::roce : Transport::iwarp);
     if (content.empty()) {
       errno = ENOENT;
       return -1;

@@ -3,7 +3,7 @@
 
 usage: /usr/bin/python3 rdma_core_suite.py SOFTRDMA [--category core] [--min-pass 90] [-k PATTERN]...
                                           [--all] [--timeout 600] [--test-timeout 60] [--env NAME=VALUE]...
-                                          [--daemon SOFTRDMAD [--daemon-ip 127.0.0.1]]
+                                          [--daemon SOFTRDMAD [--daemon-ip 127.0.0.1] [--daemon-option OPT]...]
 
 What a pass proves: under `SOFTRDMA run --` (our libibverbs.so.1, a clean environment), every
 test of the selected category of rdma-core-tests-inventory.tsv (default `core`, 100 tests)
@@ -448,6 +448,8 @@ def parse_args(argv):
                    help="run the tests on one softrdmad (started here) instead of a device per process")
     p.add_argument("--daemon-ip", default="127.0.0.1",
                    help="the daemon's address (default 127.0.0.1, the address of `lo` the rdmacm tests use)")
+    p.add_argument("--daemon-option", action="append", default=[], metavar="OPT",
+                   help="an option for softrdmad (e.g. --iwarp, with --dev srdmaiw0 --env SOFTRDMA_IWARP=1)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="an environment variable to pass deliberately (e.g. SOFTRDMA_DEBUG=1)")
     args = p.parse_args(argv)
@@ -477,14 +479,15 @@ def select_tests(listed, inventory, args):
 DAEMON_ADDRESS_WAIT = 60
 
 
-def start_daemon(softrdmad, address, work):
-    """softrdmad on ADDRESS with its socket in WORK: (the process, the socket), or (None, why)."""
+def start_daemon(softrdmad, address, work, options=()):
+    """softrdmad on ADDRESS, with OPTIONS, its socket in WORK: (the process, the socket), or
+    (None, why)."""
     sock = os.path.join(work, "softrdmad.sock")
     log = os.path.join(work, "softrdmad.log")
     give_up = time.monotonic() + DAEMON_ADDRESS_WAIT
     while True:
         with open(log, "w") as out:
-            daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock], stdout=out, stderr=out,
+            daemon = subprocess.Popen([softrdmad, "--ip", address, "--socket", sock, *options], stdout=out, stderr=out,
                                       stdin=subprocess.DEVNULL)
         while not os.path.exists(sock) and daemon.poll() is None:
             time.sleep(0.02)
@@ -518,7 +521,7 @@ def main(argv):
     with tempfile.TemporaryDirectory(prefix="softrdma-rdma-core-suite-") as work:
         daemon, attach = None, []
         if args.daemon:
-            daemon, sock = start_daemon(args.daemon, args.daemon_ip, work)
+            daemon, sock = start_daemon(args.daemon, args.daemon_ip, work, args.daemon_option)
             if daemon is None:
                 print(f"FAIL: {sock}")
                 return 1

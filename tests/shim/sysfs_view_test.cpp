@@ -175,6 +175,18 @@ TEST_CASE("sysfs files: what is known, and only that", "[sysfs-view]") {
   CHECK(content(v6, "ports/1/gids/0") == "fd53:7264:6d61:0000:0000:0000:0000:0001\n");
 }
 
+TEST_CASE("sysfs files: srdmaiw0's, as the kernel writes them for siw", "[sysfs-view]") {
+  const std::vector<SysfsFile> files = sysfs_files({IpAddress::v4(127, 77, 50, 1), "lo", Transport::iwarp});
+  CHECK(content(files, "node_type") == "4: RNIC\n");
+  CHECK(content(files, "node_desc") == "softrdma srdmaiw0\n");
+  CHECK(content(files, "node_guid") == "0600:7fff:fe4d:3201\n");  // the EUI-64 of MAC 06:00:7f:4d:32:01
+  CHECK(content(files, "ports/1/gids/0") == "0600:7f4d:3201:0000:0000:0000:0000:0000\n");  // the MAC, zero-padded
+  CHECK(find(files, "ports/1/gids/1") == nullptr);                                         // a table of one
+  CHECK(content(files, "ports/1/gid_attrs/types/0") == "IB/RoCE v1\n");
+  CHECK(content(files, "ports/1/gid_attrs/ndevs/0") == "lo\n");
+  CHECK(content(files, "device/net/lo/").empty());
+}
+
 TEST_CASE("sysfs files: the port files say what ibv_query_port says", "[sysfs-view]") {
   const DeviceIdentity id = make_identity(kDefaultAddress, std::nullopt);
   const ibv_port_attr p = port_attr(id);
@@ -228,6 +240,15 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   CHECK(other.root != tree.root);
   CHECK(!fs::exists(fs::path(other.root) / "class/infiniband/srdma0/node_guid"));
 
+  // srdmaiw0 beside srdma0: another tree, with both devices.
+  const run::SysfsTree both =
+      run::write_sysfs_tree(files, sysfs_files({IpAddress::v4(127, 77, 50, 1), "lo", Transport::iwarp}));
+  REQUIRE(both.error.empty());
+  CHECK(both.root != tree.root);
+  CHECK(read_file(fs::path(both.root) / "class/infiniband/srdmaiw0/node_type") == "4: RNIC\n");
+  CHECK(read_file(fs::path(both.root) / "class/infiniband/srdma0/node_type") == "1: CA\n");
+  CHECK(!fs::exists(device.parent_path() / "srdmaiw0"));
+
   // A tree that lost a file (to /tmp's cleaning, say) is written again.
   fs::remove(device / "ports/1/gid_attrs/types/0");
   CHECK(run::write_sysfs_tree(files).root == tree.root);
@@ -237,7 +258,7 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   CHECK(fs::is_character_file(node));
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(work / "run")) ++entries;
-  CHECK(entries == 2);  // the two trees, no temporary left over
+  CHECK(entries == 3);  // the three trees, no temporary left over
   fs::remove_all(work);
 }
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string_view>
 
 #include "emulator/host/runtime_dir.hpp"
 #include "verbs-shim/identity.hpp"
@@ -21,21 +22,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// FNV-1a over every path and content: the tree's name.
-std::uint64_t content_hash(const std::vector<shim::SysfsFile>& files) {
+// One device's files, by its name.
+struct DeviceFiles {
+  const char* name;
+  const std::vector<shim::SysfsFile>& files;
+};
+
+// FNV-1a over every device's name, paths and contents: the tree's name.
+std::uint64_t content_hash(const std::vector<DeviceFiles>& devices) {
   std::uint64_t h = 0xcbf29ce484222325;
   auto add = [&h](const std::string& s) {
     for (unsigned char c : s) h = (h ^ c) * 0x100000001b3;
     h = (h ^ 0) * 0x100000001b3;  // the terminator keeps "ab"+"c" apart from "a"+"bc"
   };
-  for (const shim::SysfsFile& f : files) {
-    add(f.path);
-    add(f.content);
+  for (const DeviceFiles& d : devices) {
+    if (std::string_view(d.name) != shim::kDeviceName)
+      add(d.name);  // srdma0's alone: the name trees had before srdmaiw0
+    for (const shim::SysfsFile& f : d.files) {
+      add(f.path);
+      add(f.content);
+    }
   }
   return h;
 }
 
-fs::path device_dir(const fs::path& root) { return root / "class" / "infiniband" / shim::kDeviceName; }
+fs::path device_dir(const fs::path& root, const char* name) { return root / "class" / "infiniband" / name; }
 
 bool names_directory(const shim::SysfsFile& f) { return f.path.ends_with('/'); }
 
@@ -47,30 +58,32 @@ fs::path device_node(const fs::path& root) {
 }
 constexpr const char* kDeviceNodeTarget = "/dev/null";
 
-// Whether the tree at ROOT holds every file with its content, and the device node.
-bool holds(const fs::path& root, const std::vector<shim::SysfsFile>& files) {
+// Whether the tree at ROOT holds every device's files with their content, and the device node.
+bool holds(const fs::path& root, const std::vector<DeviceFiles>& devices) {
   std::error_code ec;
   if (!fs::is_symlink(device_node(root), ec) || fs::read_symlink(device_node(root), ec) != kDeviceNodeTarget) {
     return false;
   }
-  for (const shim::SysfsFile& f : files) {
-    const fs::path p = device_dir(root) / f.path;
-    if (names_directory(f)) {
-      if (!fs::is_directory(p, ec)) return false;
-      continue;
+  for (const DeviceFiles& d : devices) {
+    for (const shim::SysfsFile& f : d.files) {
+      const fs::path p = device_dir(root, d.name) / f.path;
+      if (names_directory(f)) {
+        if (!fs::is_directory(p, ec)) return false;
+        continue;
+      }
+      std::ifstream in(p, std::ios::binary);
+      const std::string content{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      if (!in || content != f.content) return false;
     }
-    std::ifstream in(p, std::ios::binary);
-    const std::string content{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (!in || content != f.content) return false;
   }
   return true;
 }
 
-// Writes the files under ROOT; why it failed, or empty.
-std::string write_files(const fs::path& root, const std::vector<shim::SysfsFile>& files) {
+// Writes one device's files under ROOT; why it failed, or empty.
+std::string write_files(const fs::path& root, const DeviceFiles& device) {
   std::error_code ec;
-  for (const shim::SysfsFile& f : files) {
-    const fs::path p = device_dir(root) / f.path;
+  for (const shim::SysfsFile& f : device.files) {
+    const fs::path p = device_dir(root, device.name) / f.path;
     fs::create_directories(names_directory(f) ? p : p.parent_path(), ec);
     if (ec) return "cannot create " + p.parent_path().string() + ": " + ec.message();
     if (names_directory(f)) continue;
@@ -93,25 +106,31 @@ std::string write_device_node(const fs::path& root) {
 
 }  // namespace
 
-SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files) {
+SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files, const std::vector<shim::SysfsFile>& iwarp_files) {
+  std::vector<DeviceFiles> devices = {{shim::kDeviceName, files}};
+  if (!iwarp_files.empty()) devices.push_back({shim::kIwarpDeviceName, iwarp_files});
   const host::RuntimeDir dir = host::create_runtime_dir();
   if (!dir.error.empty()) return {{}, dir.error};
   char name[32];
-  std::snprintf(name, sizeof name, "sysfs-%016llx", static_cast<unsigned long long>(content_hash(files)));
+  std::snprintf(name, sizeof name, "sysfs-%016llx", static_cast<unsigned long long>(content_hash(devices)));
   const fs::path root = fs::absolute(fs::path(dir.path) / name);
-  if (holds(root, files)) return {root.string(), {}};
+  if (holds(root, devices)) return {root.string(), {}};
   std::error_code ec;
   fs::remove_all(root, ec);  // what is left of one that lost files
   std::string temporary = dir.path + "/.sysfs-XXXXXX";
   if (::mkdtemp(temporary.data()) == nullptr) {
     return {{}, "cannot create a directory in " + dir.path + ": " + std::strerror(errno)};
   }
-  std::string error = write_files(temporary, files);
+  std::string error;
+  for (const DeviceFiles& d : devices) {
+    if (error.empty()) error = write_files(temporary, d);
+  }
   if (error.empty()) error = write_device_node(temporary);
   // Another run may have put the same tree in place first: then it is used.
   if (error.empty() && ::rename(temporary.c_str(), root.c_str()) != 0) {
     const int err = errno;
-    if (!holds(root, files)) error = "cannot rename " + temporary + " to " + root.string() + ": " + std::strerror(err);
+    if (!holds(root, devices))
+      error = "cannot rename " + temporary + " to " + root.string() + ": " + std::strerror(err);
   }
   fs::remove_all(temporary, ec);
   if (!error.empty()) return {{}, error};

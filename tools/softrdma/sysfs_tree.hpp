@@ -1,6 +1,7 @@
 // The tree `softrdma run` writes for its sysfs view: srdma0's files (verbs-shim/sysfs_files.hpp)
-// at ROOT/class/infiniband/srdma0/, ROOT/class standing for /sys/class, and its device node at
-// ROOT/dev/infiniband/, standing for /dev/infiniband (verbs-shim/sysfs_view/view_path.h).
+// at ROOT/class/infiniband/srdma0/ (and srdmaiw0's beside them when it is listed), ROOT/class
+// standing for /sys/class, and srdma0's device node at ROOT/dev/infiniband/, standing for
+// /dev/infiniband (verbs-shim/sysfs_view/view_path.h).
 //
 // softrdma run execs the program, so nothing is left to remove the tree when it ends. It lives
 // instead in the runtime directory (emulator/host/runtime_dir.hpp) under a name made from its
@@ -22,6 +23,8 @@ struct SysfsTree {
   std::string root;   // absolute
   std::string error;  // when there is no tree: one line saying why
 };
-SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files);
+// `iwarp_files`: srdmaiw0's, none when it is not listed.
+SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files,
+                           const std::vector<shim::SysfsFile>& iwarp_files = {});
 
 }  // namespace softrdma::run

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string_view>
 
 #include "emulator/host/daemon_client.hpp"
 #include "emulator/host/daemon_socket.hpp"
@@ -27,12 +28,30 @@ shim::SysfsFacts known_facts() {
   return {address, iface != nullptr ? iface->name : std::string()};
 }
 
+namespace {
+
+// Whether the program will list srdmaiw0: SOFTRDMA_IWARP=1 asks for it, and in daemon mode the
+// daemon must serve one (its socket beside srdma0's).
+bool lists_iwarp() {
+  const char* wanted = std::getenv("SOFTRDMA_IWARP");
+  if (wanted == nullptr || std::string_view(wanted) != "1") return false;
+  const char* daemon = std::getenv(host::kDaemonVariable);
+  if (daemon == nullptr || *daemon == '\0') return true;
+  return ::access((std::string(daemon) + host::daemon::kIwarpSocketSuffix).c_str(), F_OK) == 0;
+}
+
+}  // namespace
+
 std::string offer_sysfs_view(const std::string& lib_dir) {
   const std::string library = lib_dir + "/" + kSysfsLibrary;
   if (::access(library.c_str(), R_OK) != 0) return library + " is missing (build the softrdma_sysfs target)";
   // The loader splits LD_PRELOAD at spaces and colons.
   if (library.find_first_of(" :") != std::string::npos) return library + ": LD_PRELOAD cannot hold a space or a colon";
-  const SysfsTree tree = write_sysfs_tree(shim::sysfs_files(known_facts()));
+  const shim::SysfsFacts facts = known_facts();
+  shim::SysfsFacts iwarp = facts;
+  iwarp.transport = shim::Transport::iwarp;
+  const SysfsTree tree = write_sysfs_tree(shim::sysfs_files(facts),
+                                          lists_iwarp() ? shim::sysfs_files(iwarp) : std::vector<shim::SysfsFile>{});
   if (!tree.error.empty()) return tree.error;
   // After the user's own, so that theirs (an ASan runtime, say) still comes first.
   const char* preload = std::getenv("LD_PRELOAD");

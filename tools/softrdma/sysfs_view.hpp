@@ -1,4 +1,5 @@
-// The file-system view of srdma0's sysfs directory that `softrdma run` gives a program. There is
+// The file-system view of srdma0's sysfs directory (and srdmaiw0's, when SOFTRDMA_IWARP=1 lists
+// it) that `softrdma run` gives a program. There is
 // no /sys/class/infiniband without a kernel RDMA stack, yet programs read it directly rather
 // than ask the verbs: rdma-core's tests look for the device's network interface there (with
 // `ls` in a child process), UCX reads a GID's interface and type. libsoftrdma_sysfs.so
