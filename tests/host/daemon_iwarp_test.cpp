@@ -5,8 +5,6 @@
 // Addresses: 127.83.97.0/24 (host_fixture.hpp's convention).
 #include <catch2/catch.hpp>
 #include <cerrno>
-#include <deque>
-#include <mutex>
 
 #include "emulator/host/daemon_protocol.hpp"
 #include "tests/host/daemon_fixture.hpp"
@@ -45,16 +43,13 @@ struct IwarpDaemon {
 
 // One client of srdmaiw0: a PD, a CQ, 64 KiB registered for everything, an RC QP in INIT, and
 // the CM events it hears.
-struct IwarpClient {
+struct IwarpClient : IwarpEvents {
   explicit IwarpClient(const std::string& socket) : buffer(64 * 1024) {
     host::DaemonConnect c = DaemonClient::connect(socket);
     INFO(c.error);
     REQUIRE(c.client);
     link = std::move(c.client);
-    link->set_iw_handler([this](const core::IwarpEvent& e) {
-      std::lock_guard lock(mutex);
-      events.push_back(e);
-    });
+    link->set_iw_handler([this](const core::IwarpEvent& e) { push(e); });
     pd = *link->alloc_pd();
     cq = *link->create_cq(64);
     const auto keys = link->reg_mr(pd, addr(0), buffer.size(), addr(0), kAllAccess);
@@ -74,16 +69,6 @@ struct IwarpClient {
   }
   std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
 
-  core::IwarpEvent next_event() {
-    REQUIRE(eventually([&] {
-      std::lock_guard lock(mutex);
-      return !events.empty();
-    }));
-    std::lock_guard lock(mutex);
-    core::IwarpEvent e = events.front();
-    events.pop_front();
-    return e;
-  }
   core::Wc next_wc() {
     core::Wc wc;
     REQUIRE(eventually([&] { return link->poll_cq(cq, {&wc, 1}) == 1; }));
@@ -98,8 +83,6 @@ struct IwarpClient {
   std::vector<std::uint8_t> buffer;
   std::uint32_t pd = 0, cq = 0, qpn = 0;
   core::MrKeys mr;
-  std::mutex mutex;
-  std::deque<core::IwarpEvent> events;
 };
 
 core::MpaOffer offer_of(std::uint16_t depth) {

@@ -20,28 +20,12 @@ namespace test {
 namespace core = softrdma::core;
 namespace host = softrdma::host;
 
-struct IwarpNode {
-  explicit IwarpNode(const std::string& ip) : buffer(4 << 20) {
-    host::IwarpHostConfig config;
-    config.ip = ip;
-    auto started = host::IwarpHost::start(config);
-    REQUIRE(started.host);
-    h = std::move(started.host);
-    h->set_event_handler([this](const core::IwarpEvent& e) {
-      std::lock_guard lock(mutex);
-      events.push_back(e);
-    });
-    h->call([&](core::Device& d, core::IwarpConnectionManager&) {
-      const IwarpConsumerObjects o = create_consumer_objects(d, buffer, 256, {64, 64, 2, 2, 0});
-      pd = o.pd;
-      cq = o.cq;
-      qpn = o.qpn;
-      mr = o.mr;
-    });
+// A CM event handler's events, for a test to wait on in order.
+struct IwarpEvents {
+  void push(const core::IwarpEvent& e) {
+    std::lock_guard lock(mutex);
+    events.push_back(e);
   }
-
-  std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
-
   // Waits for the next CM event.
   core::IwarpEvent next_event() {
     REQUIRE(test::eventually([&] {
@@ -53,6 +37,29 @@ struct IwarpNode {
     events.pop_front();
     return e;
   }
+
+  std::mutex mutex;
+  std::deque<core::IwarpEvent> events;
+};
+
+struct IwarpNode : IwarpEvents {
+  explicit IwarpNode(const std::string& ip) : buffer(4 << 20) {
+    host::IwarpHostConfig config;
+    config.ip = ip;
+    auto started = host::IwarpHost::start(config);
+    REQUIRE(started.host);
+    h = std::move(started.host);
+    h->set_event_handler([this](const core::IwarpEvent& e) { push(e); });
+    h->call([&](core::Device& d, core::IwarpConnectionManager&) {
+      const IwarpConsumerObjects o = create_consumer_objects(d, buffer, 256, {64, 64, 2, 2, 0});
+      pd = o.pd;
+      cq = o.cq;
+      qpn = o.qpn;
+      mr = o.mr;
+    });
+  }
+
+  std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
 
   // Waits for the next work completion.
   core::Wc next_wc() {
@@ -69,8 +76,6 @@ struct IwarpNode {
   std::unique_ptr<host::IwarpHost> h;
   std::uint32_t pd = 0, cq = 0, qpn = 0;
   core::MrKeys mr;
-  std::mutex mutex;
-  std::deque<core::IwarpEvent> events;
 };
 
 inline core::TcpEndpoint endpoint(const std::string& ip, std::uint16_t port) {

@@ -67,10 +67,7 @@ TEST_CASE("an IwarpLink runs the verbs on its iWARP engine and reports CQ events
 TEST_CASE("an IwarpLink connects, refuses and disconnects through the iWARP CM's calls", "[iwarp]") {
   IwarpNode server("127.83.95.4"), client("127.83.95.5");
   host::IwarpLink server_link(*server.h), client_link(*client.h);
-  server_link.set_iw_handler([&](const core::IwarpEvent& e) {
-    std::lock_guard lock(server.mutex);
-    server.events.push_back(e);
-  });
+  server_link.set_iw_handler([&](const core::IwarpEvent& e) { server.push(e); });
   const core::TcpEndpoint service = endpoint("127.83.95.4", 17181);
   const auto listener = server_link.iw_listen(service);
   REQUIRE(listener.ok());
