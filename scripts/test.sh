@@ -23,8 +23,7 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_WERROR=ON 
 cmake --build build/asan -j "$JOBS"
 
 step "tests under ASan + UBSan"
-# One more test than cores: the program pairs spend much of their time waiting on each other.
-(cd build/asan && ctest --output-on-failure -j "$((JOBS + 1))" -LE uninstrumented)
+(cd build/asan && ctest --output-on-failure -j "$JOBS" -LE uninstrumented)
 
 step "build (release) of the tools the benchmarks and the interoperability suite run"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTRDMA_INTEROP=ON >/dev/null

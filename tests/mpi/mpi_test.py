@@ -33,8 +33,6 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "shim"))
 import program_pairs_test as pairs  # noqa: E402  (check, TwoHosts, start_daemon, ...)
 
-MODES = ("loop", "daemon", "netns")
-TLS = ("rc_v", "ud_v")
 ITERATIONS = 20  # round trips per size, each byte checked both ways
 SIZES = (8, 4096, 65536, 1 << 20)
 # Round trips of every size, each at least one packet each way, and the allreduce's.
@@ -43,7 +41,9 @@ TIMEOUT = 100
 
 
 def case_names():
-    return [f"{mode}.{tls}" for mode in MODES for tls in TLS]
+    # Both transports on loopback; one each through a daemon and across namespaces, where the
+    # path under UCX, not UCX's transport, is what differs.
+    return ["loop.rc_v", "loop.ud_v", "daemon.rc_v", "netns.ud_v"]
 
 
 def rank_command(softrdma, mode, work, daemon_sock=None, netns_pid=None):
