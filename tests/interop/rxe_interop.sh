@@ -1,7 +1,8 @@
 #!/bin/bash
 # rxe_interop.sh - softrdma against Linux Soft-RoCE (rxe, kernel 6.12) over a real bridge,
 # both directions, the verbs programs and librdmacm programs (rping, ucmatose, perftest -R),
-# each exchange captured and checked.
+# then against Linux siw (iWARP: rping's protocol, rping and perftest -R), each exchange
+# captured and checked.
 #
 # The rxe peer is guest A of SOFTRDMA_SHARED_DIR/tools/interop-vm/rxe-guest.sh (QEMU inside the
 # network namespace that script creates; 10.99.0.2, rxe0). softrdma runs on the host side of
@@ -37,7 +38,8 @@ usage() {
 	usage: rxe_interop.sh [--softrdma PATH] [--iwarp-rping PATH] [--out DIR] [--only REGEX] [--keep-up]
 	Runs RDMA programs between softrdma (host side, 10.99.0.1) and Linux rxe in a QEMU guest
 	(10.99.0.2), both directions, and checks each exchange's capture and ICRC counters; then
-	rping's protocol between softrdma's iWARP engine (10.99.1.1) and Linux siw (10.99.1.2).
+	rping's protocol, rping and perftest -R between softrdma's iWARP device (10.99.1.1) and Linux
+	siw (10.99.1.2).
 	  --softrdma PATH  the softrdma tool (default $REPO/build/tools/softrdma/softrdma)
 	  --iwarp-rping PATH  tests/interop/iwarp_rping (default under $REPO/build)
 	  --out DIR        captures, logs and matrix.md (default \$RXE_WORK/interop-results)
@@ -204,14 +206,17 @@ finish_case() { # finish_case NAME PCAP "PROGRAM CELL" ARROW "LOG DETAILS" [REAS
 # FAILS); the first failure stays in the log. rc_pingpong.tx-loss hung about once in ten runs
 # while its loss took our ACKs too (an rxe completer bug: see that case), and retrying the one
 # case costs seconds where ctest's retry of the whole suite cost minutes.
-run_case() {
-	local fails=$FAILS rows=${#ROWS[@]}
-	run_case_once "$@"
+run_case() { retried run_case_once "$@"; }
+
+retried() { # retried FUNCTION NAME ARGS...: FUNCTION NAME ARGS..., once more if it failed
+	local fn=$1 fails=$FAILS rows=${#ROWS[@]}
+	shift
+	"$fn" "$@"
 	((FAILS > fails)) || return 0
 	FAILS=$fails
 	ROWS=("${ROWS[@]:0:rows}")
 	log "$1: failed; running it once more"
-	run_case_once "$@"
+	"$fn" "$@"
 }
 
 run_case_once() {
@@ -396,6 +401,60 @@ for dir in to-siw from-siw; do
 	run_siw_case "$dir.iwarp.terminate.bad_stag" "$dir" --bad-stag
 done
 run_siw_case "from-siw.iwarp.rping.shim" from-siw --shim
+
+# perftest -R between Debian's perftest on srdmaiw0 (softrdma run --iwarp) and on siw0, each
+# exchange captured and checked as the rping cases are, both programs printing their result
+# row; with CRC our side asks for MPA CRCs (--mpa-crc: siw 6.12 has its CRC choices as
+# compile-time constants, so only the peer can ask) and every FPDU must carry a good one.
+# Both directions: perftest's client sends its parameters only after its own exchange, so siw's
+# window above stays shut. A failing case runs once more, as run_case's do: the emulated
+# guest's perftest now and then cannot time itself ("Can't produce a report").
+run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
+	local name=$1 dir=$2 prog=$3 args=$4 crc=${5:-} why=() t=$SECONDS rc_ours=0 rc_theirs=0
+	[[ $name =~ $ONLY ]] || return 0
+	local pcap=$OUT/$name.pcap ours=$OUT/$name.softrdma.log theirs=$OUT/$name.siw.log
+	local ours_cmd=("$SOFTRDMA" run --iwarp ${crc:+--mpa-crc} --ip 10.99.1.1 -- "$prog" -R -d srdmaiw0 $args)
+	capture_start "$pcap" br1 "tcp port $PORT"
+	if [[ $dir == to-siw ]]; then
+		guest "bgrun $name sh -c '$prog -R -d siw0 $args; echo exit=\$?'; waitport $PORT" >/dev/null
+		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" 10.99.1.2 >"$ours" 2>&1 || rc_ours=$?
+		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
+			grep -q ^exit= /tmp/$name.log || killall -9 $prog; cat /tmp/$name.log" >"$theirs" 2>&1
+		grep -q '^exit=0' "$theirs" || rc_theirs=1
+	else
+		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" >"$ours" 2>&1 &
+		local ours_pid=$!
+		if wait_host_port; then
+			guest "timeout 90 $prog -R -d siw0 $args 10.99.1.1" 100 >"$theirs" 2>&1 || rc_theirs=$?
+		else
+			rc_theirs=124
+		fi
+		wait "$ours_pid" || rc_ours=$?
+	fi
+	capture_stop "$pcap"
+	((rc_ours == 0)) || why+=("softrdma side exited $rc_ours")
+	((rc_theirs == 0)) || why+=("siw side failed")
+	local log
+	for log in "$ours" "$theirs"; do
+		grep -Eq "^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+" "$log" || why+=("no result row in $(basename "$log")")
+	done
+	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
+	if [[ -n $crc ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
+	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
+		why+=("tshark-validate failed")
+	local arrow="softrdma → siw"
+	[[ $dir == from-siw ]] && arrow="siw → softrdma"
+	finish_case "$name" "$pcap" "\`$prog -R $args\`${crc:+ (MPA CRCs asked for by softrdma)}" "$arrow" \
+		", $((SECONDS - t)) s" "${why[@]}"
+}
+
+for dir in to-siw from-siw; do
+	for crc in "" crc; do
+		retried run_siw_perftest "$dir.iwarp.write_bw${crc:+.crc}" "$dir" ib_write_bw "-n 100 -s 65536" $crc
+		retried run_siw_perftest "$dir.iwarp.read_bw${crc:+.crc}" "$dir" ib_read_bw "-n 100 -s 65536" $crc
+		retried run_siw_perftest "$dir.iwarp.send_bw${crc:+.crc}" "$dir" ib_send_bw "-n 100 -s 65536" $crc
+	done
+done
 
 {
 	echo "| program | direction | result | packets |"
