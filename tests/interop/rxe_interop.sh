@@ -173,6 +173,13 @@ capture_stop() { # once the file stops growing: on a busy machine tcpdump drains
 	CAP_PID=
 }
 
+# The log of a server started in the guest with `bgrun NAME`, once it has printed its exit=
+# line (PROGRAM is killed after 10 s without one).
+guest_server_log() { # guest_server_log NAME PROGRAM
+	guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$1.log; do usleep 100000; i=\$((i+1)); done
+		grep -q ^exit= /tmp/$1.log || killall -9 $2; cat /tmp/$1.log"
+}
+
 wait_host_port() { # a TCP listener on PORT in the namespace (softrdma's server side)
 	local i
 	for i in $(seq 100); do
@@ -234,8 +241,7 @@ run_case_once() {
 		is_cm "$prog" "$args" && ready="sleep 3"
 		guest "bgrun $name sh -c '$theirs $(side_args "$args" server "$RXE_IP"); echo exit=\$?'; $ready" >/dev/null
 		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" $(side_args "$args" client "$RXE_IP") >"$ours" 2>&1 || rc_ours=$?
-		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
-			grep -q ^exit= /tmp/$name.log || killall -9 $prog; cat /tmp/$name.log" >"$OUT/$name.rxe.log" 2>&1
+		guest_server_log "$name" $prog >"$OUT/$name.rxe.log" 2>&1
 		grep -q '^exit=0' "$OUT/$name.rxe.log" || rc_theirs=1
 	else
 		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" $(side_args "$args" server "$OUR_IP") >"$ours" 2>&1 &
@@ -360,8 +366,7 @@ run_siw_case() { # run_siw_case NAME DIRECTION [--shim | IWARP_RPING OPTION...]
 	if [[ $dir == to-siw ]]; then
 		guest "bgrun $name sh -c 'rping -s -a 10.99.1.2 $rping_args; echo exit=\$?'; sleep 2" >/dev/null
 		timeout 60 ip netns exec "$NS" "$IWARP_RPING" -c -a 10.99.1.2 -b 10.99.1.1 --settle 100 $rping_args $opts >"$ours" 2>&1 || rc_ours=$?
-		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
-			grep -q ^exit= /tmp/$name.log || killall -9 rping; cat /tmp/$name.log" >"$theirs" 2>&1
+		guest_server_log "$name" rping >"$theirs" 2>&1
 	else
 		timeout 60 ip netns exec "$NS" "${ours_server[@]}" -s -a 10.99.1.1 $rping_args $opts >"$ours" 2>&1 &
 		local ours_pid=$!
@@ -418,8 +423,7 @@ run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
 	if [[ $dir == to-siw ]]; then
 		guest "bgrun $name sh -c '$prog -R -d siw0 $args; echo exit=\$?'; waitport $PORT" >/dev/null
 		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" 10.99.1.2 >"$ours" 2>&1 || rc_ours=$?
-		guest "i=0; while [ \$i -lt 100 ] && ! grep -q ^exit= /tmp/$name.log; do usleep 100000; i=\$((i+1)); done
-			grep -q ^exit= /tmp/$name.log || killall -9 $prog; cat /tmp/$name.log" >"$theirs" 2>&1
+		guest_server_log "$name" $prog >"$theirs" 2>&1
 		grep -q '^exit=0' "$theirs" || rc_theirs=1
 	else
 		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" >"$ours" 2>&1 &
