@@ -7,8 +7,8 @@ usage: rsocket_pairs_test.py --list
 
 CASE is a name printed by --list, or `all`. Each case runs one server (`PROGRAM -b S -p P
 ARGS`) and one client (`PROGRAM -s S -p P ARGS`) through `softrdma run --ip ADDR`, each with
-its own device, on loopback: the server's on a free 127.77.70.(2k+1), the client's on the
-next address (or the addresses given). daemon.CASE runs the same pair on one softrdmad ($SOFTRDMAD) on the
+its own device, on loopback: the server's on a free 127.77.X.(2k+1), X from 70 to 79, the
+client's on the next address (or the addresses given). daemon.CASE runs the same pair on one softrdmad ($SOFTRDMAD) on the
 server's address, both attached with `softrdma run --daemon`, which must exit 0 on SIGTERM.
 
 The programs' test options (-T): b blocking calls (MSG_WAITALL); n, or none, non-blocking
@@ -149,13 +149,15 @@ CASES = [
 
 
 def free_loopback_pair():
-    """127.77.70.(2k+1) and .(2k+2), whose UDP port 4791 nobody holds (another device would)."""
+    """127.77.X.(2k+1) and .(2k+2), X from 70 to 79, whose UDP port 4791 nobody holds (another
+    device would). Two tests that pick the same pair between this check and their programs'
+    bind both fail, so there are many pairs to pick from."""
     for _ in range(50):
-        k = random.randint(0, 126)
-        pair = (f"127.77.70.{2 * k + 1}", f"127.77.70.{2 * k + 2}")
+        x, k = random.randint(70, 79), random.randint(0, 126)
+        pair = (f"127.77.{x}.{2 * k + 1}", f"127.77.{x}.{2 * k + 2}")
         if all(udp_free(a) for a in pair):
             return pair
-    raise RuntimeError("no free 127.77.70.x pair")
+    raise RuntimeError("no free 127.77.70-79.x pair")
 
 
 def wait_ready(server, deadline):
