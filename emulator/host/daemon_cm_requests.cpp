@@ -128,16 +128,19 @@ bool DaemonServer::handle_cm_destroy(Client& c, daemon::Reader& in, daemon::Writ
   });
 }
 
+DaemonServer::CmHandles DaemonServer::take_cm_handles(Client& c) {
+  CmHandles taken;
+  std::lock_guard lock(mutex_);
+  taken.listeners.swap(c.cm_listeners);
+  taken.ids.swap(c.cm_ids);
+  return taken;
+}
+
 void DaemonServer::release_cm(Client& c) {
-  std::unordered_set<std::uint32_t> listeners, ids;
-  {
-    std::lock_guard lock(mutex_);
-    listeners.swap(c.cm_listeners);
-    ids.swap(c.cm_ids);
-  }
+  const CmHandles taken = take_cm_handles(c);
   on_engine([&](core::Device& d, core::Time now) {
-    for (std::uint32_t listener : listeners) d.cm().stop_listening(now, listener);
-    for (std::uint32_t id : ids) d.cm().destroy(now, id);
+    for (std::uint32_t listener : taken.listeners) d.cm().stop_listening(now, listener);
+    for (std::uint32_t id : taken.ids) d.cm().destroy(now, id);
   });
 }
 

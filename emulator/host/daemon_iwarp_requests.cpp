@@ -119,15 +119,10 @@ bool DaemonServer::handle_iw_destroy(Client& c, daemon::Reader& in, daemon::Writ
 void DaemonServer::release_iwarp(Client& c) {
   IwarpHost* host = iwarp();
   if (host == nullptr) return;
-  std::unordered_set<std::uint32_t> listeners, ids;
-  {
-    std::lock_guard lock(mutex_);
-    listeners.swap(c.cm_listeners);
-    ids.swap(c.cm_ids);
-  }
+  const CmHandles taken = take_cm_handles(c);
   host->call([&](core::Device&, IwarpConnectionManager& cm) {
-    for (std::uint32_t listener : listeners) cm.stop_listening(listener);
-    for (std::uint32_t id : ids) cm.destroy(id);
+    for (std::uint32_t listener : taken.listeners) cm.stop_listening(listener);
+    for (std::uint32_t id : taken.ids) cm.destroy(id);
   });
 }
 

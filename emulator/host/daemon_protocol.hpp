@@ -1,9 +1,10 @@
 // The control protocol between the verbs shim and softrdmad: one ABI for both ends.
 //
 // Transport: a SOCK_SEQPACKET Unix socket per device, as the kernel has one uverbs file per
-// device (kIwarpSocketSuffix), so one send is one message and framing is the kernel's. The client connects and sends
-// Hello with one file descriptor attached (SCM_RIGHTS): its end of a SOCK_SEQPACKET pair on which the daemon will send
-// Event messages. Then it sends requests, one at a time, and reads one reply to each:
+// device (kIwarpSocketSuffix), so one send is one message and framing is the kernel's. The
+// client connects and sends Hello with one file descriptor attached (SCM_RIGHTS): its end of a
+// SOCK_SEQPACKET pair on which the daemon will send Event messages. Then it sends requests,
+// one at a time, and reads one reply to each:
 //
 //   request: u32 Op, then the op's arguments;  reply: i32 errno (0: success), then results.
 //

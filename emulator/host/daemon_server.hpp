@@ -227,6 +227,11 @@ class DaemonServer final : private WorkSource {
   bool private_data_step(Client& client, daemon::Reader& in, daemon::Writer& out, PrivateDataStep step);
   void release(Client& client);     // destroys what the client created
   void release_cm(Client& client);  // ends its connections (DREQ or REJ) and listeners
+  // The client's listeners and connections, which it owns no more (under mutex_).
+  struct CmHandles {
+    std::unordered_set<std::uint32_t> listeners, ids;
+  };
+  CmHandles take_cm_handles(Client& client);
   void send_event(std::uint32_t cq);
   void send_event(const core::AsyncEvent& event);
   // To the owner of the event's listener (a request, which the owner then owns) or connection.

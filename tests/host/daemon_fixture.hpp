@@ -31,6 +31,16 @@ struct TempDir {
   std::string path;
 };
 
+// RESET -> INIT on port 1 with `access` (RESET goes only to INIT, IBTA vol. 1 s10.3.1).
+inline void to_init(host::DeviceLink& link, std::uint32_t qpn, std::uint32_t access) {
+  using namespace core::qp_attr;
+  core::QpAttr a;
+  a.qp_state = core::QpState::init;
+  a.port_num = 1;
+  a.qp_access_flags = access;
+  REQUIRE(link.modify_qp(qpn, a, state | pkey_index | port | access_flags) == 0);
+}
+
 struct Daemon {
   explicit Daemon(const std::string& ip, std::chrono::milliseconds grace = std::chrono::milliseconds(2000)) {
     host::HostConfig config = config_at(ip);

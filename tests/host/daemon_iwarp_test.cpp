@@ -60,12 +60,7 @@ struct IwarpClient : IwarpEvents {
     init.send_cq = init.recv_cq = cq;
     init.cap = {16, 16, 2, 2, 0};
     qpn = link->create_qp(init)->qpn;
-    using namespace core::qp_attr;
-    core::QpAttr a;
-    a.qp_state = core::QpState::init;
-    a.port_num = 1;
-    a.qp_access_flags = kAllAccess;
-    REQUIRE(link->modify_qp(qpn, a, state | pkey_index | port | access_flags) == 0);
+    to_init(*link, qpn, kAllAccess);
   }
   std::uint64_t addr(std::size_t offset) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + offset; }
 

@@ -60,11 +60,8 @@ struct Client {
   // false) with the attributes UC takes (IBTA vol. 1 table 91).
   void connect(std::uint32_t qp, std::uint32_t remote_qpn, const core::Gid& gid, bool rc = true) {
     using namespace core::qp_attr;
+    to_init(*link, qp, kAllAccess);
     core::QpAttr a;
-    a.qp_state = core::QpState::init;
-    a.port_num = 1;
-    a.qp_access_flags = kAllAccess;
-    REQUIRE(link->modify_qp(qp, a, state | pkey_index | port | access_flags) == 0);
     a.qp_state = core::QpState::rtr;
     a.path_mtu = core::Mtu::mtu1024;
     a.dest_qp_num = remote_qpn;
@@ -288,12 +285,8 @@ TEST_CASE("daemon: a burst of events larger than the event socket holds reaches 
     init.cap = {4, 4, 1, 1, 0};
     const auto qp = c.link->create_qp(init);
     REQUIRE(qp.ok());
+    to_init(*c.link, qp->qpn, 0);
     core::QpAttr a;
-    a.qp_state = core::QpState::init;  // RESET goes only to INIT (s10.3.1)
-    a.port_num = 1;
-    REQUIRE(c.link->modify_qp(qp->qpn, a,
-                              core::qp_attr::state | core::qp_attr::pkey_index | core::qp_attr::port |
-                                  core::qp_attr::access_flags) == 0);
     a.qp_state = core::QpState::err;
     REQUIRE(c.link->modify_qp(qp->qpn, a, core::qp_attr::state) == 0);
     REQUIRE(c.link->req_notify_cq(*cq, false) == 0);

@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <string_view>
 
 #include "emulator/host/runtime_dir.hpp"
 #include "verbs-shim/identity.hpp"
@@ -36,8 +35,7 @@ std::uint64_t content_hash(const std::vector<DeviceFiles>& devices) {
     h = (h ^ 0) * 0x100000001b3;  // the terminator keeps "ab"+"c" apart from "a"+"bc"
   };
   for (const DeviceFiles& d : devices) {
-    if (std::string_view(d.name) != shim::kDeviceName)
-      add(d.name);  // srdma0's alone: the name trees had before srdmaiw0
+    add(d.name);
     for (const shim::SysfsFile& f : d.files) {
       add(f.path);
       add(f.content);
