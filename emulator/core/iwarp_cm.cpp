@@ -219,7 +219,7 @@ bool IwarpConnectionManager::next_bytes(std::uint32_t id, UninitialisedBytes& ou
   if (c->mpa) {
     const std::vector<std::uint8_t> frame = c->mpa->take_output();
     if (!frame.empty()) {
-      out.insert(out.end(), frame.begin(), frame.end());
+      out.append(frame.data(), frame.data() + frame.size());
       return true;
     }
   }

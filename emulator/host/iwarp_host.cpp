@@ -237,7 +237,7 @@ bool IwarpHost::flush(std::uint32_t id, Connection& c) {
 bool IwarpHost::pull(std::uint32_t id, Connection& c) {
   // What the kernel took goes once it is most of the buffer: a partial send moves nothing.
   if (c.out_sent >= kOutCap / 2) {
-    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_sent));
+    c.out.erase_front(c.out_sent);
     c.out_sent = 0;
   }
   bool pulled = false;
@@ -264,7 +264,7 @@ bool IwarpHost::apply_faults(std::uint32_t id, Connection& c, std::size_t at) {
   if (v.delay == 0 && c.held.empty()) return true;
   // Held back, and every FPDU after it too: TCP keeps their order.
   const core::Time due = std::max(steady_now() + v.delay, c.held.empty() ? 0 : c.held.back().due);
-  c.held.push_back({due, core::UninitialisedBytes(c.out.begin() + static_cast<std::ptrdiff_t>(at), c.out.end())});
+  c.held.push_back({due, core::UninitialisedBytes(c.out.begin() + at, c.out.end())});
   c.held_bytes += c.out.size() - at;
   c.out.resize(at);
   return true;
@@ -273,7 +273,7 @@ bool IwarpHost::apply_faults(std::uint32_t id, Connection& c, std::size_t at) {
 void IwarpHost::release_held(Connection& c, core::Time now) {
   while (!c.held.empty() && c.held.front().due <= now) {
     const core::UninitialisedBytes& b = c.held.front().bytes;
-    c.out.insert(c.out.end(), b.begin(), b.end());
+    c.out.append(b.begin(), b.end());
     c.held_bytes -= b.size();
     c.held.pop_front();
   }
