@@ -185,10 +185,11 @@ def perftest(name, program, args, size, iters, server_row=True, device="srdma0",
     return Case(name, argv, argv + ["{S}"], row if server_row else [], row, **opts)
 
 
-def qperf(name, test, result, **opts):
+def qperf(name, test, result, length=("-t", "2"), **opts):
+    """LENGTH: how long the test runs, in seconds (-t) or messages (-n)."""
     # qperf's server serves until it is killed; the client's -lp names the server's port.
     opts["ready"] = "tcp"  # its control port, also on srdmaiw0
-    return Case(name, ["qperf", "-lp", "{P}"], ["qperf", "{S}", "-lp", "{P}", "-cm1", "-t", "2", test],
+    return Case(name, ["qperf", "-lp", "{P}"], ["qperf", "{S}", "-lp", "{P}", "-cm1", *length, test],
                 [], [rf"^{test}:$", result], persistent=True, **opts)
 
 
@@ -262,20 +263,24 @@ CASES = [
     qperf("qperf.rc_compare_swap_mr", "rc_compare_swap_mr", QPERF_MSG_RATE),
     qperf("qperf.ver_rc_fetch_add", "ver_rc_fetch_add", QPERF_MSG_RATE),
     # The iWARP device: rping, perftest -R and qperf -cm1's RC tests but those that need RDMA
-    # Write with Immediate or atomics, which RDMAP (RFC 5040) does not have. rc_bw is left out:
-    # its server now and then takes the flush of its receives at the client's close (iWARP's
-    # close moves the QP to ERR, as siw's does) for a failure.
+    # Write with Immediate or atomics, which RDMAP (RFC 5040) does not have. rc_bw sends 1000
+    # messages, fewer than the 1024 receives its server posts: timed, its server stops posting
+    # when its own clock ends the test, and a Send that then finds no receive is a Terminate
+    # (RFC 5041 s7.2: no buffer available); iWARP has no RNR NAK to hold the client back.
     rping("iwarp.rping", [], **IWARP),
     rping("iwarp.rping.validate", ["-V"], veth=VETH_BOTH, daemon=False, **IWARP),
     rping("iwarp.rping.size_4096", ["-V"], size=4096, daemon=False, **IWARP),
-    perftest("iwarp.ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
+    perftest("iwarp.ib_send_bw.R", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, 200, device="srdmaiw0", veth=VETH_IPV4,
+             **IWARP),
     perftest("iwarp.ib_write_bw.R", "ib_write_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", veth=VETH_IPV4,
              **IWARP),
-    perftest("iwarp.ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", **IWARP),
-    perftest("iwarp.ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),
-    perftest("iwarp.ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500, device="srdmaiw0", **IWARP),
-    qperf("iwarp.qperf.rc_lat", "rc_lat", QPERF_LAT, **IWARP),
-    qperf("iwarp.qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW, **IWARP),
+    perftest("iwarp.ib_read_bw.R", "ib_read_bw", ["-s", "65536"], 65536, 200, device="srdmaiw0", veth=VETH_IPV4,
+             **IWARP),
+    perftest("iwarp.ib_send_lat.R", "ib_send_lat", ["-s", "2"], 2, 500, device="srdmaiw0", veth=VETH_IPV4, **IWARP),
+    perftest("iwarp.ib_write_lat.R", "ib_write_lat", ["-s", "2"], 2, 500, device="srdmaiw0", veth=VETH_IPV4, **IWARP),
+    qperf("iwarp.qperf.rc_lat", "rc_lat", QPERF_LAT, veth=VETH_IPV4, **IWARP),
+    qperf("iwarp.qperf.rc_bw", "rc_bw", QPERF_BW, length=("-n", "1000"), veth=VETH_IPV4, **IWARP),
+    qperf("iwarp.qperf.rc_rdma_read_bw", "rc_rdma_read_bw", QPERF_BW, veth=VETH_IPV4, **IWARP),
     # mckey: UD multicast through rdma_join_multicast_ex; -o joins the sender to send only.
     mckey("mckey"),
     mckey("mckey.send_only", ["-o"]),
