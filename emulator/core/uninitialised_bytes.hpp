@@ -17,10 +17,6 @@ namespace softrdma::core {
 
 class UninitialisedBytes {
  public:
-  using value_type = std::uint8_t;
-  using iterator = std::uint8_t*;
-  using const_iterator = const std::uint8_t*;
-
   UninitialisedBytes() = default;
   explicit UninitialisedBytes(std::size_t size) { resize(size); }
   UninitialisedBytes(const std::uint8_t* first, const std::uint8_t* last) { append(first, last); }
@@ -43,7 +39,6 @@ class UninitialisedBytes {
   const std::uint8_t* begin() const { return data(); }
   const std::uint8_t* end() const { return data() + size_; }
   std::uint8_t& operator[](std::size_t i) { return bytes_[i]; }
-  const std::uint8_t& operator[](std::size_t i) const { return bytes_[i]; }
 
   void clear() { size_ = 0; }
   void reserve(std::size_t n) {

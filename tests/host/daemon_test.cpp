@@ -435,12 +435,7 @@ TEST_CASE("daemon: a send another client posts after a receive finds that receiv
   constexpr int kRounds = 100;
   int received = 0;
   for (int round = 0; round < kRounds; ++round) {
-    core::QpAttr init;
-    init.qp_state = core::QpState::init;
-    init.port_num = 1;
-    init.qp_access_flags = kAllAccess;
-    using namespace core::qp_attr;
-    REQUIRE(c.link->modify_qp(c.qpn, init, state | pkey_index | port | access_flags) == 0);
+    to_init(*c.link, c.qpn, kAllAccess);
     for (int i = 0; i < 250; ++i) {
       std::size_t posted = 0;
       REQUIRE(c.link->post_recv(c.qpn, std::span(&filler, 1), posted) == 0);
