@@ -10,6 +10,7 @@ Each daemon gets its own address in 127.84.0.0/24 and a socket in a temporary di
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,6 +44,8 @@ def main(argv):
     softrdmad, softrdma = argv[1], argv[2]
     h = run([softrdmad, "--help"])
     check(h.returncode == 0 and "usage: softrdmad" in h.stdout and "--config FILE" in h.stdout, "--help prints the usage, exit 0")
+    v = run([softrdmad, "--version"])
+    check(v.returncode == 0 and re.fullmatch(r"softrdmad \d+\.\d+\.\d+\n", v.stdout), "--version prints the version, exit 0")
     for bad, says in ((["--bogus"], "unknown option '--bogus'"), (["--ip"], "--ip needs a value"),
                       (["stray"], "unexpected argument 'stray'"), (["--shutdown-grace", "soon"], "milliseconds"),
                       (["--faults", "loss=lots"], "--faults 'loss=lots'"), (["--group", "no-such-group-xyz"], "no group"),

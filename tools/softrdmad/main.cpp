@@ -86,6 +86,7 @@ constexpr const char* kUsage =
     "                       options without '--', 'no-gso = true'), '#' starts a comment;\n"
     "                       command-line options override it\n"
     "  --help               this text\n"
+    "  --version            print the version\n"
     "\n"
     "Clients get from the daemon what embedded mode gives them, on the daemon's address; a client\n"
     "can use only the objects it created, and what it leaves when it exits or dies is freed.\n"
@@ -182,6 +183,10 @@ Exit read_command_line(int argc, char** argv, Settings& flags) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
       std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--version") {
+      std::puts("softrdmad " SOFTRDMA_VERSION);
       return 0;
     }
     if (!a.starts_with("--")) return usage_error("unexpected argument '" + std::string(a) + "'");
