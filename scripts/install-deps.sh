@@ -17,6 +17,8 @@ packages=(
   # unmodified RDMA programs the verbs shim is tested with (rdma-core 44 in Debian 12), and
   # objdump/readelf for the shim's export-table check
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
+  # the Debian package: cpack's dependency list (dpkg-shlibdeps), and its install test's man -w
+  dpkg-dev man-db
   # the communication library real stacks reach verbs through (ucx_info, ucx_perftest), and
   # Open MPI over it (mpirun, and mpicc for tests/mpi)
   ucx-utils openmpi-bin libopenmpi-dev

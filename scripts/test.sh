@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test softrdma has: ctest in a warnings-as-errors
 # build under AddressSanitizer + UndefinedBehaviorSanitizer; the tests that need full speed
-# (ctest -L uninstrumented) and the rxe/siw interoperability suite on a release build; the
-# engine's line coverage; and each libFuzzer target for a bounded time. Exits non-zero on the
-# first failure.
+# (ctest -L uninstrumented), the Debian package's install test and the rxe/siw
+# interoperability suite on a release build; the engine's line coverage; and each libFuzzer
+# target for a bounded time. Exits non-zero on the first failure.
 #
 # Environment: FUZZ_SECONDS (per target, default 15), JOBS (default: nproc).
 set -euo pipefail
@@ -27,12 +27,16 @@ cmake --build build/asan -j "$JOBS"
 step "tests under ASan + UBSan"
 (cd build/asan && ctest --output-on-failure -j "$JOBS" -LE uninstrumented)
 
-step "build (release) of the tools the benchmarks and the interoperability suite run"
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTRDMA_INTEROP=ON >/dev/null
-cmake --build build/release -j "$JOBS" --target softrdma softrdmad iwarp_rping udp_pingpong
+step "build (release) of the package and of the tools the benchmarks, MPI and interoperability tests run"
+# Installed under /usr, as the Debian package puts it.
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTRDMA_INTEROP=ON -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
+cmake --build build/release -j "$JOBS" --target package_contents iwarp_rping udp_pingpong mpi_check
 
-step "tests that need an uninstrumented build: the benchmark scripts' smoke runs, rstream's suite"
+step "tests that need an uninstrumented build: the benchmark scripts' smoke runs, rstream's suite, MPI"
 (cd build/release && ctest -L uninstrumented --output-on-failure -j "$JOBS")
+
+step "the Debian package: built, installed, used from the installed files only, purged"
+tests/package/install_test.sh build/release
 
 step "interoperability with Linux rxe and siw (a QEMU guest; skipped where it cannot boot)"
 # tests/interop/rxe_interop.sh: the rxe matrix both ways and the siw cases, ~9 minutes with the guest image
