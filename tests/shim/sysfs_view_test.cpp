@@ -4,6 +4,7 @@
 #include "tools/softrdma/sysfs_view.hpp"
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -259,6 +260,44 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(work / "run")) ++entries;
   CHECK(entries == 3);  // the three trees, no temporary left over
+  fs::remove_all(work);
+}
+
+TEST_CASE("sysfs tree: one that no process holds is removed by the next run", "[sysfs-view]") {
+  namespace fs = std::filesystem;
+  char dir_template[] = "/tmp/softrdma-sysfs-test-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const fs::path work = dir_template;
+  ScopedVariable runtime("SOFTRDMA_RUNTIME_DIR", (work / "run").c_str());
+
+  const run::SysfsTree ended = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 1), "lo"}));
+  const run::SysfsTree running = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 2), "lo"}));
+  REQUIRE((ended.error.empty() && running.error.empty()));
+  REQUIRE((ended.lock >= 0 && running.lock >= 0));
+  fs::create_directories(work / "run/sysfs-0000000000000001/class");  // an earlier softrdma's, unheld
+  ::close(ended.lock);                                                // its program is gone
+
+  const run::SysfsTree next = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 3), "lo"}));
+  REQUIRE(next.error.empty());
+  CHECK(!fs::exists(ended.root));
+  CHECK(!fs::exists(work / "run/sysfs-0000000000000001"));
+  CHECK(fs::exists(fs::path(running.root) / "class/infiniband/srdma0/node_guid"));
+  CHECK(fs::exists(fs::path(next.root) / "class/infiniband/srdma0/node_guid"));
+
+  // A program that forked holds the tree until its last process ends.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::usleep(300'000);
+    ::_exit(0);
+  }
+  ::close(running.lock);
+  CHECK(run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 4), "lo"})).error.empty());
+  CHECK(fs::exists(running.root));
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const run::SysfsTree last = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 5), "lo"}));
+  REQUIRE(last.error.empty());
+  CHECK(!fs::exists(running.root));
   fs::remove_all(work);
 }
 

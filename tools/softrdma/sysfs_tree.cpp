@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "emulator/host/runtime_dir.hpp"
+#include "tools/softrdma/sysfs_tree_lock.hpp"
 #include "verbs-shim/identity.hpp"
 
 namespace softrdma::run {
@@ -104,6 +105,42 @@ std::string write_device_node(const fs::path& root) {
 
 }  // namespace
 
+namespace {
+
+// Writes DEVICES' tree under a temporary name and renames it to ROOT, holding it throughout.
+SysfsTree write_tree(const std::string& dir, const fs::path& root, const std::vector<DeviceFiles>& devices) {
+  std::string temporary = dir + "/.sysfs-XXXXXX";
+  if (::mkdtemp(temporary.data()) == nullptr) {
+    return {{}, "cannot create a directory in " + dir + ": " + std::strerror(errno)};
+  }
+  std::string error;
+  for (const DeviceFiles& d : devices) {
+    if (error.empty()) error = write_files(temporary, d);
+  }
+  if (error.empty()) error = write_device_node(temporary);
+  int lock = -1;
+  if (error.empty() && (lock = create_and_hold_tree(temporary)) < 0) {
+    error = "cannot create a lock file in " + temporary + ": " + std::strerror(errno);
+  }
+  // Another run may have put the same tree in place first: then it is used.
+  if (error.empty() && ::rename(temporary.c_str(), root.c_str()) != 0) {
+    const int err = errno;
+    ::close(lock);
+    lock = hold_tree(root);
+    if (lock < 0 || !holds(root, devices))
+      error = "cannot rename " + temporary + " to " + root.string() + ": " + std::strerror(err);
+  }
+  std::error_code ec;
+  fs::remove_all(temporary, ec);
+  if (!error.empty()) {
+    if (lock >= 0) ::close(lock);
+    return {{}, error};
+  }
+  return {root.string(), {}, lock};
+}
+
+}  // namespace
+
 SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files, const std::vector<shim::SysfsFile>& iwarp_files) {
   std::vector<DeviceFiles> devices = {{shim::kDeviceName, files}};
   if (!iwarp_files.empty()) devices.push_back({shim::kIwarpDeviceName, iwarp_files});
@@ -112,27 +149,17 @@ SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files, const std:
   char name[32];
   std::snprintf(name, sizeof name, "sysfs-%016llx", static_cast<unsigned long long>(content_hash(devices)));
   const fs::path root = fs::absolute(fs::path(dir.path) / name);
-  if (holds(root, devices)) return {root.string(), {}};
-  std::error_code ec;
-  fs::remove_all(root, ec);  // what is left of one that lost files
-  std::string temporary = dir.path + "/.sysfs-XXXXXX";
-  if (::mkdtemp(temporary.data()) == nullptr) {
-    return {{}, "cannot create a directory in " + dir.path + ": " + std::strerror(errno)};
+  SysfsTree tree;
+  if (const int lock = hold_tree(root); lock >= 0 && holds(root, devices)) {
+    tree = {root.string(), {}, lock};
+  } else {
+    if (lock >= 0) ::close(lock);
+    std::error_code ec;
+    fs::remove_all(root, ec);  // what is left of one that lost files
+    tree = write_tree(dir.path, root, devices);
   }
-  std::string error;
-  for (const DeviceFiles& d : devices) {
-    if (error.empty()) error = write_files(temporary, d);
-  }
-  if (error.empty()) error = write_device_node(temporary);
-  // Another run may have put the same tree in place first: then it is used.
-  if (error.empty() && ::rename(temporary.c_str(), root.c_str()) != 0) {
-    const int err = errno;
-    if (!holds(root, devices))
-      error = "cannot rename " + temporary + " to " + root.string() + ": " + std::strerror(err);
-  }
-  fs::remove_all(temporary, ec);
-  if (!error.empty()) return {{}, error};
-  return {root.string(), {}};
+  if (tree.error.empty()) remove_unheld_trees(dir.path);
+  return tree;
 }
 
 }  // namespace softrdma::run

@@ -5,11 +5,11 @@
 //
 // softrdma run execs the program, so nothing is left to remove the tree when it ends. It lives
 // instead in the runtime directory (emulator/host/runtime_dir.hpp) under a name made from its
-// content, sysfs-HASH, and every run with the same content uses the same one: a user has one
-// per address and interface used, and the runtime directory's own clean-up (XDG_RUNTIME_DIR at
-// logout, /tmp's cleaning) removes them. A tree is written under a temporary name and renamed
-// into place, so no reader sees half of one; a tree found in place is used only if it still
-// holds every file with its content (/tmp's cleaning removes files one by one).
+// content, sysfs-HASH, and every run with the same content uses the same one; the program holds
+// it (sysfs_tree_lock.hpp), and a later run removes the trees no program holds. A tree is written
+// under a temporary name and renamed into place, so no reader sees half of one; a tree found in
+// place is used only if it still holds every file with its content (/tmp's cleaning removes
+// files one by one).
 #pragma once
 
 #include <string>
@@ -22,6 +22,7 @@ namespace softrdma::run {
 struct SysfsTree {
   std::string root;   // absolute
   std::string error;  // when there is no tree: one line saying why
+  int lock = -1;      // the descriptor holding the tree, to be left open across exec
 };
 // `iwarp_files`: srdmaiw0's, none when it is not listed.
 SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files,

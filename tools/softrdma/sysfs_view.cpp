@@ -53,6 +53,7 @@ std::string offer_sysfs_view(const std::string& lib_dir) {
   const SysfsTree tree = write_sysfs_tree(shim::sysfs_files(facts),
                                           lists_iwarp() ? shim::sysfs_files(iwarp) : std::vector<shim::SysfsFile>{});
   if (!tree.error.empty()) return tree.error;
+  // tree.lock stays open across exec: the program holds its tree (sysfs_tree_lock.hpp).
   // After the user's own, so that theirs (an ASan runtime, say) still comes first.
   const char* preload = std::getenv("LD_PRELOAD");
   const std::string list = (preload != nullptr && *preload != '\0' ? std::string(preload) + ":" : "") + library;
