@@ -219,12 +219,25 @@ TEST_CASE("sysfs files: ibv_read_sysfs_file answers with the same files", "[sysf
   ibv_free_device_list(list);
 }
 
+// A runtime directory of the test's own, WORK/run, removed with WORK at the end.
+struct TemporaryRuntimeDir {
+  std::filesystem::path work = make_work();
+  ScopedVariable variable{"SOFTRDMA_RUNTIME_DIR", (work / "run").c_str()};
+  ~TemporaryRuntimeDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(work, ec);
+  }
+  static std::filesystem::path make_work() {
+    char dir_template[] = "/tmp/softrdma-sysfs-test-XXXXXX";
+    REQUIRE(::mkdtemp(dir_template) != nullptr);
+    return dir_template;
+  }
+};
+
 TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-view]") {
   namespace fs = std::filesystem;
-  char dir_template[] = "/tmp/softrdma-sysfs-test-XXXXXX";
-  REQUIRE(::mkdtemp(dir_template) != nullptr);
-  const fs::path work = dir_template;
-  ScopedVariable runtime("SOFTRDMA_RUNTIME_DIR", (work / "run").c_str());
+  const TemporaryRuntimeDir dir;
+  const fs::path& work = dir.work;
 
   const std::vector<SysfsFile> files = sysfs_files({IpAddress::v4(127, 77, 50, 1), "lo"});
   const run::SysfsTree tree = run::write_sysfs_tree(files);
@@ -260,15 +273,12 @@ TEST_CASE("sysfs tree: written once per content, checked when found", "[sysfs-vi
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(work / "run")) ++entries;
   CHECK(entries == 3);  // the three trees, no temporary left over
-  fs::remove_all(work);
 }
 
 TEST_CASE("sysfs tree: one that no process holds is removed by the next run", "[sysfs-view]") {
   namespace fs = std::filesystem;
-  char dir_template[] = "/tmp/softrdma-sysfs-test-XXXXXX";
-  REQUIRE(::mkdtemp(dir_template) != nullptr);
-  const fs::path work = dir_template;
-  ScopedVariable runtime("SOFTRDMA_RUNTIME_DIR", (work / "run").c_str());
+  const TemporaryRuntimeDir dir;
+  const fs::path& work = dir.work;
 
   const run::SysfsTree ended = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 1), "lo"}));
   const run::SysfsTree running = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 2), "lo"}));
@@ -298,7 +308,6 @@ TEST_CASE("sysfs tree: one that no process holds is removed by the next run", "[
   const run::SysfsTree last = run::write_sysfs_tree(sysfs_files({IpAddress::v4(127, 77, 51, 5), "lo"}));
   REQUIRE(last.error.empty());
   CHECK(!fs::exists(running.root));
-  fs::remove_all(work);
 }
 
 TEST_CASE("sysfs view: what softrdma run knows before exec", "[sysfs-view]") {
