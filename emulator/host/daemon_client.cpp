@@ -28,6 +28,8 @@ std::string hello_error(int err, const std::string& path) {
       return "softrdmad at " + path + " is from another build of softrdma (protocol or layout differ)";
     case EUSERS:
       return "softrdmad at " + path + " serves as many clients as it can";
+    case ESRCH:
+      return "softrdmad at " + path + " cannot see this process: it runs in another PID namespace (docs/containers.md)";
     default:
       return "softrdmad at " + path + " refused the connection: " + std::strerror(err);
   }

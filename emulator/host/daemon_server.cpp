@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "emulator/host/daemon_protocol.hpp"
@@ -244,6 +245,14 @@ void DaemonServer::serve(Client& c) {
     err = EPROTO;
   } else if (hello.version != daemon::kVersion || hello.layout != daemon::kLayout) {
     err = EPROTONOSUPPORT;  // a shim and a daemon of different builds
+  } else if (c.pid == 0) {
+    // SO_PEERCRED gives 0 for a peer in a PID namespace the daemon cannot see: process_vm_readv
+    // could never reach its memory, so refuse now rather than at its first ibv_reg_mr.
+    err = ESRCH;
+    std::fprintf(stderr,
+                 "softrdmad: refused a client (uid %u) whose PID namespace this daemon cannot see; "
+                 "run softrdmad in the host's PID namespace, or the client in softrdmad's\n",
+                 c.uid);
   } else if (const auto slot = on_engine([&](core::Device&, core::Time) { return memory_.attach(c.pid); })) {
     c.slot = *slot;
   } else {

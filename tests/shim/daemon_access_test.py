@@ -7,7 +7,7 @@ usage: daemon_access_test.py CASE SOFTRDMAD SOFTRDMA SHIM_DIR
 CASE is one of:
   group     softrdmad --group GID (a numeric gid that names no group: none is created on the
             system) run as uid 65533, a member of GID, with CAP_SYS_PTRACE as an ambient
-            capability, as tools/softrdmad/softrdmad.service runs it. Its socket must be
+            capability, as packaging/softrdmad.service.in runs it. Its socket must be
             mode 0660 and GID's; a member of GID of another uid (65534) sees the device and
             runs an ibv_rc_pingpong pair on it; a user outside GID (uid 65532) gets "cannot reach
             softrdmad ...: Permission denied" and no device, at once (no hang). The same daemon
@@ -21,6 +21,11 @@ CASE is one of:
             again after prctl(PR_SET_DUMPABLE, 1), in one process on one connection; a client
             that is not dumpable from the start fails the same way. softrdmad as root
             (CAP_SYS_PTRACE) registers the memory of a client that is not dumpable.
+  pidns     softrdmad in a PID namespace of its own (unshare --pid), as in a container without
+            --pid host, and a client outside it, which SO_PEERCRED names as pid 0: the client is
+            refused at once with "cannot see this process: it runs in another PID namespace" and
+            no device, and the daemon logs why, rather than failing the client's first
+            ibv_reg_mr.
 
 Not tested: Yama. This kernel has none (/proc/sys/kernel/yama is absent), so the path where
 the shim names the daemon with prctl(PR_SET_PTRACER) and ptrace_scope 1 then lets a daemon of
@@ -153,11 +158,11 @@ class Setup:
         os.chown(d, uid, -1)
         return d
 
-    def daemon(self, tag, user, ip, extra=()):
-        """softrdmad run with USER's setpriv prefix on a socket in its own directory; (Side,
-        socket path), the Side already ended when the socket never appeared."""
+    def daemon(self, tag, user, ip, extra=(), wrapper=()):
+        """softrdmad run with USER's setpriv prefix (after WRAPPER's) on a socket in its own
+        directory; (Side, socket path), the Side already ended when the socket never appeared."""
         sock = os.path.join(self.socket_dir(user[0], tag), "d.sock")
-        argv = as_user(*user[:3], ptrace=user[3]) + self.env(user[0]) + \
+        argv = [*wrapper] + as_user(*user[:3], ptrace=user[3]) + self.env(user[0]) + \
             [self.softrdmad, "--ip", ip, "--socket", sock, *extra]
         side = pairs.Side("daemon", argv, self.work, tag)
         until = time.monotonic() + pairs.LISTEN_TIMEOUT
@@ -349,8 +354,27 @@ def case_dumpable(s):
                     json.dumps(regs) + "\n" + log)
 
 
+def case_pidns(s):
+    # unshare does not pass SIGTERM on: the daemon (its child, pid 1 inside) gets it directly.
+    daemon, sock = s.daemon("pidns", (0, 0, [], False), "127.84.7.7", wrapper=["unshare", "--pid", "--fork", "--kill-child"])
+    if not listening(daemon, sock, "softrdmad in a PID namespace of its own"):
+        return
+    try:
+        rc, out, err, seconds = s.client((0, 0, []), sock, ["ibv_devinfo"])
+    finally:
+        with open(f"/proc/{daemon.proc.pid}/task/{daemon.proc.pid}/children") as f:
+            for child in f.read().split():
+                os.kill(int(child), signal.SIGTERM)
+        log = stop(daemon, "the daemon in its own PID namespace")
+    pairs.check("cannot see this process: it runs in another PID namespace" in err and "srdma0" not in out and
+                seconds < ASSERTED_QUICK, "a client the daemon cannot see is refused at once, saying why",
+                f"exit {rc}, {seconds:.1f} s\n{out}{err}")
+    pairs.check("refused a client (uid 0) whose PID namespace this daemon cannot see" in log,
+                "the daemon logs the refusal", log)
+
+
 def main(argv):
-    if len(argv) != 5 or argv[1] not in ("group", "dumpable"):
+    if len(argv) != 5 or argv[1] not in ("group", "dumpable", "pidns"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     case, softrdmad, softrdma, shim_dir = argv[1:]
@@ -371,12 +395,14 @@ def main(argv):
         for program in ("ibv_devinfo", "ibv_rc_pingpong"):
             if not os.path.exists(f"/usr/bin/{program}"):
                 pairs.skip(f"/usr/bin/{program} is not installed (apt-get install ibverbs-utils)")
+    if case == "pidns" and subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode != 0:
+        pairs.skip("unshare --pid cannot make a PID namespace here")
     if subprocess.run([PYTHON, "-c", "import pyverbs"], capture_output=True).returncode != 0:
         pairs.skip(f"pyverbs is not installed for {PYTHON} (apt-get install python3-pyverbs)")
 
     with tempfile.TemporaryDirectory(prefix="softrdmad-access-") as work:
         s = Setup(work, softrdmad, softrdma, shim_dir)
-        {"group": case_group, "dumpable": case_dumpable}[case](s)
+        {"group": case_group, "dumpable": case_dumpable, "pidns": case_pidns}[case](s)
     return pairs.finish()
 
 
