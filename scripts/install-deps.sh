@@ -19,6 +19,8 @@ packages=(
   ibverbs-utils ibverbs-providers librdmacm-dev rdmacm-utils perftest qperf python3-pyverbs binutils
   # the Debian package: cpack's dependency list (dpkg-shlibdeps), and its install test's man -w
   dpkg-dev man-db
+  # tests/deploy: the Kubernetes manifests read by Debian's Python
+  python3-yaml
   # the communication library real stacks reach verbs through (ucx_info, ucx_perftest), and
   # Open MPI over it (mpirun, and mpicc for tests/mpi)
   ucx-utils openmpi-bin libopenmpi-dev
