@@ -6,8 +6,8 @@ usage: rdmacm_pairs_test.py --list
 
 CASE is a name printed by --list, or `all`. Each case runs one server and one client, both
 through `softrdma run --ip ADDR` in embedded mode (each program its own device) on loopback:
-the server's device on a free 127.77.X.1, the client's on 127.77.X.2 (or the addresses
-given), and the client is pointed at the server's address. daemon.CASE runs the same pair on
+the server's device on a free 127.77.X.1, the client's on 127.77.X.2, X from 100 to 254 (or
+the addresses given), and the client is pointed at the server's address. daemon.CASE runs the same pair on
 one softrdmad ($SOFTRDMAD) on the server's address, both programs attached to it with
 `softrdma run --daemon`, so that the connection is between two QPs of one device, as two
 processes on one host with one RNIC connect; softrdmad must then exit 0 on SIGTERM. Cases
@@ -46,6 +46,7 @@ program not installed: rdmacm-utils, perftest, qperf). Every process has a timeo
 with this script. ctest runs each case as shim.rdmacm.pairs.CASE.
 """
 
+import fcntl
 import json
 import os
 import random
@@ -316,13 +317,35 @@ class Side(ProgramSide):
 
 
 def free_loopback_pair():
-    """A 127.77.X.1 / 127.77.X.2 pair whose UDP port 4791 nobody holds (another device would)."""
-    for _ in range(50):
-        x = random.randint(1, 254)
+    """A 127.77.X.1 / 127.77.X.2 pair, X from 100 to 254, held for this process (reserve())."""
+    for x in random.sample(range(100, 255), 155):
         pair = (f"127.77.{x}.1", f"127.77.{x}.2")
-        if all(udp_free(a) for a in pair):
+        if reserve(pair):
             return pair
     raise RuntimeError("no free 127.77.X.1/2 pair")
+
+
+# Tests running at once pick their addresses here: a lock file per pair, held until the
+# process exits, so that no two take the same pair between the check and their devices' bind.
+RESERVATIONS = os.path.join(tempfile.gettempdir(), "softrdma-test-addresses")
+_reserved = []
+
+
+def reserve(pair):
+    """True when PAIR's UDP port 4791 is free on both addresses and no other test holds the
+    pair; it is then this process's until it exits."""
+    os.makedirs(RESERVATIONS, exist_ok=True)
+    fd = os.open(os.path.join(RESERVATIONS, "-".join(pair)), os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    if not all(udp_free(a) for a in pair):
+        os.close(fd)
+        return False
+    _reserved.append(fd)
+    return True
 
 
 def udp_free(addr, port=4791):

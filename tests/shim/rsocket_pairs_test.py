@@ -43,7 +43,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from program_pairs_test import run_client  # noqa: E402
-from rdmacm_pairs_test import VETH_BOTH, Outcome, Side, drive, run_attached, udp_free  # noqa: E402
+from rdmacm_pairs_test import VETH_BOTH, Outcome, Side, drive, reserve, run_attached  # noqa: E402
 
 SKIP = 77
 DEFAULT_TIMEOUT = 60  # seconds for one case, server start to both exits
@@ -149,13 +149,11 @@ CASES = [
 
 
 def free_loopback_pair():
-    """127.77.X.(2k+1) and .(2k+2), X from 70 to 79, whose UDP port 4791 nobody holds (another
-    device would). Two tests that pick the same pair between this check and their programs'
-    bind both fail, so there are many pairs to pick from."""
+    """127.77.X.(2k+1) and .(2k+2), X from 70 to 79, held for this process (reserve())."""
     for _ in range(50):
         x, k = random.randint(70, 79), random.randint(0, 126)
         pair = (f"127.77.{x}.{2 * k + 1}", f"127.77.{x}.{2 * k + 2}")
-        if all(udp_free(a) for a in pair):
+        if reserve(pair):
             return pair
     raise RuntimeError("no free 127.77.70-79.x pair")
 
