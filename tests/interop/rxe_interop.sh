@@ -407,6 +407,12 @@ for dir in to-siw from-siw; do
 done
 run_siw_case "from-siw.iwarp.rping.shim" from-siw --shim
 
+# perftest -R's server listens on its port twice, for the TCP exchange and then for the RDMA
+# CM; our client's connection can reach siw between the two and be refused (REJECTED, -111),
+# after which perftest's retry path reuses the IDs it has just destroyed. Such a run is started
+# again, the server first, a few times.
+refused_before_listen() { grep -q 'RDMA_CM_EVENT_REJECTED' "$1"; }
+
 # perftest -R between Debian's perftest on srdmaiw0 (softrdma run --iwarp) and on siw0, each
 # exchange captured and checked as the rping cases are, both programs printing their result
 # row; with CRC our side asks for MPA CRCs (--mpa-crc: siw 6.12 has its CRC choices as
@@ -421,8 +427,15 @@ run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
 	local ours_cmd=("$SOFTRDMA" run --iwarp ${crc:+--mpa-crc} --ip 10.99.1.1 -- "$prog" -R -d srdmaiw0 $args)
 	capture_start "$pcap" br1 "tcp port $PORT"
 	if [[ $dir == to-siw ]]; then
-		guest "bgrun $name sh -c '$prog -R -d siw0 $args; echo exit=\$?'; waitport $PORT" >/dev/null
-		timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" 10.99.1.2 >"$ours" 2>&1 || rc_ours=$?
+		local attempt
+		for attempt in 1 2 3 4; do
+			guest "bgrun $name sh -c '$prog -R -d siw0 $args; echo exit=\$?'; waitport $PORT" >/dev/null
+			rc_ours=0
+			timeout 90 ip netns exec "$NS" "${ours_cmd[@]}" 10.99.1.2 >"$ours" 2>&1 || rc_ours=$?
+			refused_before_listen "$ours" || break
+			log "$name: siw refused our connection before its server listened (attempt $attempt)"
+			guest "killall -9 $prog; sleep 0.5" >/dev/null
+		done
 		guest_server_log "$name" $prog >"$theirs" 2>&1
 		grep -q '^exit=0' "$theirs" || rc_theirs=1
 	else
