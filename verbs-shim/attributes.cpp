@@ -91,12 +91,17 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
   return a;
 }
 
+// IB_UVERBS_DEVICE_ATOMIC_WRITE of Linux's uapi (ib_user_verbs.h, since 6.2), which
+// rdma-core 44's headers predate: RC QPs take ibv_wr_atomic_write.
+constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
+
 ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::MulticastLimits& mcast) {
   ibv_device_attr_ex a{};
   a.orig_attr = device_attr(id, mcast);
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;        // pyverbs' test_phys_port_cnt_ex compares them
   if (id.transport != Transport::iwarp) {
+    a.device_cap_flags_ex |= kDeviceAtomicWrite;
     // On-demand paging, explicit and implicit MRs, for what rdma-core's ODP tests and
     // odp_unmap_test.py run (as siw, srdmaiw0 has none).
     a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;

@@ -32,6 +32,8 @@ static_assert(same(core::access::local_write, IBV_ACCESS_LOCAL_WRITE) &&
 static_assert(same(core::WcStatus::wr_flush_err, IBV_WC_WR_FLUSH_ERR) &&
               same(core::WcStatus::retry_exc_err, IBV_WC_RETRY_EXC_ERR) &&
               same(core::WcStatus::general_err, IBV_WC_GENERAL_ERR));
+static_assert(same(core::WrOpcode::atomic_write, IBV_WR_ATOMIC_WRITE) &&
+              same(core::WcOpcode::atomic_write, IBV_WC_ATOMIC_WRITE));
 static_assert(same(core::WcOpcode::local_inv, IBV_WC_LOCAL_INV) && same(core::WcOpcode::recv, IBV_WC_RECV) &&
               same(core::WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM));
 static_assert(same(core::wc_flags::grh, IBV_WC_GRH) && same(core::wc_flags::with_imm, IBV_WC_WITH_IMM) &&
@@ -57,7 +59,7 @@ bool known(ibv_wr_opcode op) {
     case IBV_WR_SEND_WITH_INV:
       return true;
     default:
-      return false;  // TSO, DRIVER1, ATOMIC_WRITE, FLUSH: not this device's
+      return false;  // TSO, DRIVER1, FLUSH: not this device's; ATOMIC_WRITE: only ibv_wr_atomic_write
   }
 }
 

@@ -2,6 +2,8 @@
 // these through ibv_qp_ex). A batch of work requests is built in the shim and handed to the
 // engine in one call at ibv_wr_complete, so a batch is posted whole or, when building it went
 // wrong, not at all.
+#include <cstring>
+
 #include "verbs-shim/convert.hpp"
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/ops.hpp"
@@ -55,6 +57,13 @@ void wr_atomic_fetch_add(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remot
   w.compare_add = add;
 }
 
+// The 8 bytes are read now, as inline data is (verbs.h: the buffer may be reused on return).
+void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t rkey, std::uint64_t remote_addr, const void* atomic_wr) {
+  core::SendWr& w = begin(qpx, core::WrOpcode::atomic_write);
+  remote(w, rkey, remote_addr);
+  std::memcpy(&w.compare_add, atomic_wr, sizeof w.compare_add);
+}
+
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info* info) {
   core::SendWr& w = begin(qpx, core::WrOpcode::bind_mw);
   w.mw_rkey = mw->rkey;
@@ -92,7 +101,6 @@ void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
 // Not offered (create refuses their send_ops_flags); reached only through a misbehaving caller.
 void wr_send_tso(ibv_qp_ex* qpx, void*, std::uint16_t, std::uint16_t) { fail(qpx, EOPNOTSUPP); }
 void wr_set_xrc_srqn(ibv_qp_ex* qpx, std::uint32_t) { fail(qpx, EOPNOTSUPP); }
-void wr_atomic_write(ibv_qp_ex* qpx, std::uint32_t, std::uint64_t, const void*) { fail(qpx, EOPNOTSUPP); }
 
 void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey) {
   if (core::SendWr* w = last(qpx)) {

@@ -13,15 +13,20 @@ namespace softrdma::shim {
 namespace {
 
 // The ibv_wr_* operations the extended send API offers here: every operation of the engine.
-// TSO is for raw Ethernet QPs and ATOMIC_WRITE is an IBTA 1.5 addition the engine lacks.
+// TSO is for raw Ethernet QPs. ATOMIC_WRITE is an RC operation of RoCE only (iWARP has none).
 constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                    IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ |
                                    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
-                                   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV;
+                                   IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |
+                                   IBV_QP_EX_WITH_ATOMIC_WRITE;
+
+bool offers_atomic_write(const ibv_context* context, const ibv_qp_init_attr_ex& attr) {
+  return attr.qp_type == IBV_QPT_RC && context->device->transport_type != IBV_TRANSPORT_IWARP;
+}
 
 // Whether `attr` asks for something this device lacks (EOPNOTSUPP, so tests skip), is
 // malformed (EINVAL), or is fine (0).
-int check_create(const ibv_qp_init_attr_ex& attr) {
+int check_create(const ibv_context* context, const ibv_qp_init_attr_ex& attr) {
   constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                    IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                    IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
@@ -32,6 +37,9 @@ int check_create(const ibv_qp_init_attr_ex& attr) {
     return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr.create_flags != 0) return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & ~kSendOps)) return EOPNOTSUPP;
+  if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) &&
+      !offers_atomic_write(context, attr))
+    return EOPNOTSUPP;
   if (!(attr.comp_mask & IBV_QP_INIT_ATTR_PD) || attr.pd == nullptr || attr.send_cq == nullptr ||
       attr.recv_cq == nullptr)
     return EINVAL;
@@ -39,7 +47,7 @@ int check_create(const ibv_qp_init_attr_ex& attr) {
 }
 
 Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
-  if (const int err = check_create(attr)) {
+  if (const int err = check_create(context, attr)) {
     errno = err;
     return nullptr;
   }

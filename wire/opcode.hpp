@@ -50,7 +50,8 @@ enum class Operation : std::uint8_t {
   resync = 0x15,
   send_last_inv = 0x16,
   send_only_inv = 0x17,
-  cnp = 0x01,  // with Transport::cnp: 0x81
+  atomic_write = 0x1D,  // IBTA vol. 1 release 1.5
+  cnp = 0x01,           // with Transport::cnp: 0x81
 };
 constexpr Opcode opcode(Transport t, Operation o) {
   return static_cast<Opcode>(static_cast<std::uint8_t>(t) << 5 | static_cast<std::uint8_t>(o));
@@ -166,6 +167,9 @@ inline constexpr std::array<OperationDesc, 32> kOperations = {{
     /*0x15*/ {"RESYNC", {}, {F::request, F::resync, F::first, F::last}},
     /*0x16*/ {"SEND_LAST_WITH_INVALIDATE", {Ext::ieth}, {F::request, F::send, F::last, F::payload, F::invalidate, F::consumes_recv}},
     /*0x17*/ {"SEND_ONLY_WITH_INVALIDATE", {Ext::ieth}, {F::request, F::send, F::first, F::last, F::payload, F::invalidate, F::consumes_recv}},
+    /*0x18*/ {}, /*0x19*/ {}, /*0x1A*/ {}, /*0x1B*/ {}, /*0x1C*/ {},
+    // Release 1.5's ATOMIC WRITE: an RDMA WRITE of one aligned 8-byte word, placed whole.
+    /*0x1D*/ {"ATOMIC_WRITE", {Ext::reth}, {F::request, F::write, F::first, F::last, F::payload}},
 }};
 // clang-format on
 
@@ -173,6 +177,7 @@ inline constexpr std::array<OperationDesc, 32> kOperations = {{
 constexpr bool transport_has(Transport t, std::uint8_t op) {
   switch (t) {
     case Transport::rc:
+      return op <= 0x14 || op == 0x16 || op == 0x17 || op == 0x1D;
     case Transport::xrc:
       return op <= 0x14 || op == 0x16 || op == 0x17;
     case Transport::uc:

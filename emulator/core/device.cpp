@@ -552,7 +552,9 @@ int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
   w.wr = wr;
   if (ah) w.ud_route = ah->av;
   if (!inline_data) w.wr.inline_data.clear();
-  w.length = inline_data ? wr.inline_data.size() : sge_total(wr.sg_list);
+  w.length = wr.opcode == WrOpcode::atomic_write ? sizeof wr.compare_add
+             : inline_data                       ? wr.inline_data.size()
+                                                 : sge_total(wr.sg_list);
   w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);
   q->sq.push_back(std::move(w));
   if (s == QpState::err || s == QpState::sqe) flush_send(*q);

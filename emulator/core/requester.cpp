@@ -34,6 +34,8 @@ Operation operation_for(WrOpcode op, bool first, bool last) {
       return Operation::compare_swap;
     case WrOpcode::atomic_fetch_and_add:
       return Operation::fetch_add;
+    case WrOpcode::atomic_write:
+      return Operation::atomic_write;
     case WrOpcode::local_inv:
     case WrOpcode::bind_mw:
       break;
@@ -88,7 +90,8 @@ std::optional<WcStatus> local_length_error(const Qp& q, const SendWqe& w, std::u
   // One UD message is one packet (s9.8.2).
   if (q.init.qp_type == QpType::ud && w.length > mtu) return WcStatus::loc_len_err;
   // Atomics move one aligned 8-byte word.
-  const bool atomic = is_read_or_atomic(w.wr.opcode) && w.wr.opcode != WrOpcode::rdma_read;
+  const bool atomic =
+      (is_read_or_atomic(w.wr.opcode) && w.wr.opcode != WrOpcode::rdma_read) || w.wr.opcode == WrOpcode::atomic_write;
   if (atomic && (w.length < 8 || w.wr.remote_addr % 8 != 0)) return WcStatus::loc_len_err;
   return std::nullopt;
 }
@@ -181,7 +184,9 @@ std::optional<TxPacket> assemble_packet(Device& d, const Qp& q, const SendWqe& w
   pkt.bytes.resize(header + p.payload + pad + wire::kIcrcLength);
   headers.ib.emit_headers(pkt.bytes.data(), p.payload);
   const std::span<std::uint8_t> body(pkt.bytes.data() + header, p.payload);
-  if (w.wr.flags & send_flags::inline_data) {
+  if (w.wr.opcode == WrOpcode::atomic_write) {
+    std::memcpy(body.data(), &w.wr.compare_add, sizeof w.wr.compare_add);
+  } else if (w.wr.flags & send_flags::inline_data) {
     // An empty inline message has no bytes to copy, and no buffer to copy them from.
     if (p.payload != 0) std::memcpy(body.data(), w.wr.inline_data.data() + p.offset, p.payload);
   } else if (!d.gather(w.wr.sg_list, q.init.pd, p.offset, body)) {
@@ -231,6 +236,8 @@ WcOpcode wc_opcode(WrOpcode op) {
       return WcOpcode::comp_swap;
     case WrOpcode::atomic_fetch_and_add:
       return WcOpcode::fetch_add;
+    case WrOpcode::atomic_write:
+      return WcOpcode::atomic_write;
     case WrOpcode::local_inv:
       return WcOpcode::local_inv;
     case WrOpcode::bind_mw:

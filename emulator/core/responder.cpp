@@ -1,6 +1,6 @@
 // The responder (IBTA vol. 1 s9.7.5.1; UC s9.8.3; UD s9.8.2): checks each request's PSN,
-// executes SENDs, WRITEs, READs and atomics against registered memory, completes receive
-// WQEs, and answers with ACKs, NAKs, READ responses and atomic ACKs.
+// executes SENDs, WRITEs (ATOMIC WRITE among them), READs and atomics against registered
+// memory, completes receive WQEs, and answers with ACKs, NAKs, READ responses and atomic ACKs.
 #include <algorithm>
 #include <cstring>
 
@@ -153,6 +153,12 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
   if (oi.is(OpFlag::first)) {
     const auto* reth = p.ext(Ext::reth);
     const std::uint64_t len = wire::Reth::dma_length::get(reth);
+    // ATOMIC WRITE places one naturally aligned 8-byte word (IBTA vol. 1 release 1.5).
+    if (wire::operation_of(p.opcode()) == wire::Operation::atomic_write &&
+        (len != 8 || wire::Reth::va::get(reth) % 8 != 0)) {
+      reject(d, q, p, wire::NakCode::invalid_request);
+      return false;
+    }
     // A zero-length WRITE or READ touches no memory: its R_Key and VA go unchecked (C9-88, as rxe).
     const auto host = !(q.attr.qp_access_flags & access::remote_write) ? std::nullopt
                       : len == 0                                       ? std::optional<std::uint64_t>{0}

@@ -39,6 +39,8 @@ enum class WrOpcode : std::uint8_t {
   local_inv = 7,
   bind_mw = 8,
   send_with_inv = 9,
+  // IBTA vol. 1 release 1.5: the 8 bytes to place travel in SendWr::compare_add, as memory.
+  atomic_write = 15,
 };
 
 namespace send_flags {
@@ -93,6 +95,7 @@ enum class WcOpcode : std::uint8_t {
   fetch_add = 4,
   bind_mw = 5,
   local_inv = 6,
+  atomic_write = 9,
   recv = 128,
   recv_rdma_with_imm = 129,
 };

@@ -20,6 +20,7 @@ bool valid_opcode(QpType type, WrOpcode op) {
     case WrOpcode::rdma_read:
     case WrOpcode::atomic_cmp_and_swp:
     case WrOpcode::atomic_fetch_and_add:
+    case WrOpcode::atomic_write:
       return type == QpType::rc;
   }
   return false;

@@ -29,7 +29,8 @@ void Writer::put_wr(const core::SendWr& wr) {
 void Reader::get_wr(core::SendWr& wr) {
   wr.wr_id = get<std::uint64_t>();
   wr.opcode = get<core::WrOpcode>();
-  if (wr.opcode > core::WrOpcode::send_with_inv) ok_ = false;  // not an opcode: a malformed message
+  // Not an opcode: a malformed message.
+  if (wr.opcode > core::WrOpcode::send_with_inv && wr.opcode != core::WrOpcode::atomic_write) ok_ = false;
   wr.flags = get<std::uint32_t>();
   get_vector(wr.sg_list, kMaxSges);
   get_vector(wr.inline_data, kMaxInline);

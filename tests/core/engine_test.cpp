@@ -1,6 +1,7 @@
 // The engine end to end over a perfect simulated link: every opcode moves the right bytes
 // and produces the right completions.
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstring>
 #include <numeric>
 
@@ -108,6 +109,37 @@ TEST_CASE("RC WRITE, READ, and both atomics", "[core][engine]") {
   CHECK(fetched == 40);
   CHECK(swapped == 42);
   CHECK(now_word == 7);
+}
+
+TEST_CASE("RC ATOMIC WRITE places the 8 bytes it was posted with and completes as ATOMIC_WRITE", "[core][engine]") {
+  Pair p;
+  auto w = wr(WrOpcode::atomic_write, 5, {});
+  w.remote_addr = p.b.addr(128);
+  w.rkey = p.b.mr.rkey;
+  const std::uint8_t word[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::memcpy(&w.compare_add, word, sizeof word);
+  REQUIRE(p.a.dev->post_send(p.net.now, p.a.qpn, w) == 0);
+  const auto wcs = wait(p, p.a, p.a.send_cq, 1);
+  CHECK(wcs[0].status == WcStatus::success);
+  CHECK(wcs[0].opcode == WcOpcode::atomic_write);
+  CHECK(std::memcmp(p.b.buffer.data() + 128, word, sizeof word) == 0);
+  CHECK(p.a.dev->qp(p.a.qpn)->counters.sent_pkts == 1);
+
+  auto misaligned = w;
+  misaligned.remote_addr = p.b.addr(132);
+  REQUIRE(p.a.dev->post_send(p.net.now, p.a.qpn, misaligned) == 0);
+  CHECK(wait(p, p.a, p.a.send_cq, 1)[0].status == WcStatus::loc_len_err);
+}
+
+TEST_CASE("ATOMIC WRITE is refused on UC and UD QPs", "[core][engine][uc]") {
+  const core::QpType type = GENERATE(core::QpType::uc, core::QpType::ud);
+  QpOptions o;
+  o.type = type;
+  Pair p(o);
+  auto w = wr(WrOpcode::atomic_write, 5, {});
+  w.remote_addr = p.b.addr(128);
+  w.rkey = p.b.mr.rkey;
+  CHECK(p.a.dev->post_send(p.net.now, p.a.qpn, w) == EINVAL);
 }
 
 TEST_CASE("RC SEND before the receive is posted: RNR NAK, then delivered", "[core][engine][rnr]") {

@@ -144,6 +144,11 @@ inline Pkt write_only(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, s
   p.h.opcode = wire::opcode(wire::Transport::rc, Operation::write_only);
   return p;
 }
+inline Pkt atomic_write(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::vector<std::uint8_t> d) {
+  Pkt p = write_only(psn, va, rkey, std::move(d));
+  p.h.opcode = wire::opcode(wire::Transport::rc, Operation::atomic_write);
+  return p;
+}
 inline Pkt read_request(std::uint32_t psn, std::uint64_t va, std::uint32_t rkey, std::uint32_t dma_length) {
   Pkt p = rc(Operation::read_request, psn);
   p.h.va = va;

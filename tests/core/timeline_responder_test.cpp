@@ -2,10 +2,10 @@
 // peer packet by packet at chosen virtual times and asserts every ACK, NAK, READ response and
 // atomic acknowledgement the engine sends back, or that it sends nothing. Covered: ACKs and
 // their coalescing, MSN, PSN sequence error NAKs, duplicate SENDs, WRITEs, READs and atomics
-// (s9.7.5.1.7), the order of answers, RNR NAKs (forced ones too), requests that NAK and end the
-// QP, max_dest_rd_atomic, the PSN wrap, and a whole message resent after its ACK was lost.
-// Where IBTA leaves a choice, the engine follows Linux rxe as probed on the wire
-// (docs/interop.md, "Linux rxe").
+// (s9.7.5.1.7), ATOMIC WRITE (release 1.5), the order of answers, RNR NAKs (forced ones too),
+// requests that NAK and end the QP, max_dest_rd_atomic, the PSN wrap, and a whole message
+// resent after its ACK was lost. Where IBTA leaves a choice, the engine follows Linux rxe as
+// probed on the wire (docs/interop.md, "Linux rxe").
 #include <catch2/catch.hpp>
 
 #include "tests/core/timeline_test_util.hpp"
@@ -379,6 +379,41 @@ TEST_CASE("responder: an atomic at an address that is not 8-byte aligned gets an
   tl.expect_nothing(1'000);
   CHECK(tl.state() == QpState::err);
   CHECK(tl.get_u64(256) == 1);
+}
+
+TEST_CASE("responder: an ATOMIC WRITE places its 8 bytes and is acknowledged; a duplicate is not placed again",
+          "[timeline][responder]") {
+  Timeline tl;
+  const std::uint32_t e = tl.epsn();
+  tl.deliver(1'000, atomic_write(e, tl.va(256), tl.rkey(), bytes(8, 5)).ackreq());
+  tl.expect(1'000, ack(e, 1));
+  CHECK(tl.get(256, 8) == bytes(8, 5));
+  tl.put_u64(256, 77);
+  tl.deliver(2'000, atomic_write(e, tl.va(256), tl.rkey(), bytes(8, 5)).ackreq());
+  tl.expect(2'000, ack(e, 1));
+  tl.expect_nothing(2'000);
+  CHECK(tl.get_u64(256) == 77);
+}
+
+TEST_CASE("responder: an ATOMIC WRITE not of one aligned 8-byte word gets an invalid request NAK",
+          "[timeline][responder]") {
+  const auto [va_offset, length] =
+      GENERATE(std::pair<std::uint64_t, std::size_t>{260, 8}, std::pair<std::uint64_t, std::size_t>{256, 16});
+  Timeline tl;
+  const std::uint32_t e = tl.epsn();
+  tl.deliver(1'000, atomic_write(e, tl.va(va_offset), tl.rkey(), bytes(length, 5)).ackreq());
+  tl.expect(1'000, nak(e, NakCode::invalid_request, 0));
+  tl.expect_nothing(1'000);
+  CHECK(tl.state() == QpState::err);
+  CHECK(tl.get(256, 24) == std::vector<std::uint8_t>(24, 0));
+}
+
+TEST_CASE("responder: an ATOMIC WRITE without remote write access gets a remote access NAK", "[timeline][responder]") {
+  Timeline tl;
+  const std::uint32_t e = tl.epsn();
+  tl.deliver(1'000, atomic_write(e, tl.va(256), tl.rkey() ^ 0xFF, bytes(8, 5)).ackreq());
+  tl.expect(1'000, nak(e, NakCode::remote_access_error, 0));
+  CHECK(tl.get(256, 8) == std::vector<std::uint8_t>(8, 0));
 }
 
 TEST_CASE("responder: an opcode out of sequence gets an invalid request NAK and the QP errs", "[timeline][responder]") {

@@ -55,6 +55,17 @@ struct Device {
   }
 };
 
+// A device with a PD and a 4-entry CQ, freed in order (the test destroys its QPs first).
+struct DeviceWithPdCq : Device {
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 4, nullptr, nullptr, 0);
+  DeviceWithPdCq() { REQUIRE((pd != nullptr && cq != nullptr)); }
+  ~DeviceWithPdCq() {
+    CHECK(ibv_destroy_cq(cq) == 0);
+    CHECK(ibv_dealloc_pd(pd) == 0);
+  }
+};
+
 bool readable(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) == 1;
@@ -336,18 +347,45 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   CHECK(ibv_dealloc_pd(pd) == 0);
 }
 
+TEST_CASE("ATOMIC WRITE: an RC QP's extended send API offers it, the device says so, ibv_post_send refuses it",
+          "[shim]") {
+  DeviceWithPdCq d;
+  ibv_device_attr_ex ax{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &ax) == 0);
+  CHECK((ax.device_cap_flags_ex & (1ULL << 40)) != 0);  // IB_UVERBS_DEVICE_ATOMIC_WRITE
+  ibv_qp_init_attr_ex attr{};
+  attr.send_cq = attr.recv_cq = d.cq;
+  attr.cap = {1, 1, 1, 1, 0};
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  attr.pd = d.pd;
+  attr.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE;
+  attr.qp_type = IBV_QPT_UD;
+  errno = 0;
+  CHECK(ibv_create_qp_ex(d.ctx, &attr) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
+  attr.qp_type = IBV_QPT_RC;
+  ibv_qp* qp = ibv_create_qp_ex(d.ctx, &attr);
+  REQUIRE(qp != nullptr);
+  REQUIRE(ibv_qp_to_qp_ex(qp) != nullptr);
+
+  // ibv_send_wr has no field for the 8 bytes: only ibv_wr_atomic_write carries them.
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_ATOMIC_WRITE;
+  ibv_send_wr* bad = nullptr;
+  CHECK(ibv_post_send(qp, &wr, &bad) == EINVAL);
+  CHECK(bad == &wr);
+  CHECK(ibv_destroy_qp(qp) == 0);
+}
+
 TEST_CASE("ibv_attach_mcast and ibv_detach_mcast: UD QPs and multicast GIDs, errno values as the kernel's", "[shim]") {
-  Device d;
-  ibv_pd* pd = ibv_alloc_pd(d.ctx);
-  ibv_cq* cq = ibv_create_cq(d.ctx, 4, nullptr, nullptr, 0);
-  REQUIRE((pd != nullptr && cq != nullptr));
+  DeviceWithPdCq d;
   ibv_qp_init_attr init{};
-  init.send_cq = init.recv_cq = cq;
+  init.send_cq = init.recv_cq = d.cq;
   init.cap = {1, 1, 1, 1, 0};
   init.qp_type = IBV_QPT_UD;
-  ibv_qp* ud = ibv_create_qp(pd, &init);
+  ibv_qp* ud = ibv_create_qp(d.pd, &init);
   init.qp_type = IBV_QPT_RC;
-  ibv_qp* rc = ibv_create_qp(pd, &init);
+  ibv_qp* rc = ibv_create_qp(d.pd, &init);
   REQUIRE((ud != nullptr && rc != nullptr));
   ibv_gid group{}, unicast{};
   REQUIRE(::inet_pton(AF_INET6, "::ffff:239.77.40.61", group.raw) == 1);
@@ -362,8 +400,6 @@ TEST_CASE("ibv_attach_mcast and ibv_detach_mcast: UD QPs and multicast GIDs, err
   CHECK(ibv_attach_mcast(ud, &group, 0) == 0);
   CHECK(ibv_destroy_qp(ud) == 0);  // leaves the group with the QP
   CHECK(ibv_destroy_qp(rc) == 0);
-  CHECK(ibv_destroy_cq(cq) == 0);
-  CHECK(ibv_dealloc_pd(pd) == 0);
 }
 
 TEST_CASE("compat versions exist and fail cleanly", "[shim]") {

@@ -114,8 +114,10 @@ TEST_CASE("every opcode we build decodes in tshark with the fields we set", "[to
 
     // Every other field: what tshark prints must be what we built; and for the transports
     // real peers use (RC, UC, UD) each header the opcode has must be printed.
-    const bool must_print = oi.transport == wire::Transport::rc || oi.transport == wire::Transport::uc ||
-                            oi.transport == wire::Transport::ud;
+    // Wireshark 4.0 (Debian 12) knows no release 1.5 opcode: of ATOMIC WRITE it shows the BTH.
+    const bool must_print = (oi.transport == wire::Transport::rc || oi.transport == wire::Transport::uc ||
+                             oi.transport == wire::Transport::ud) &&
+                            wire::operation_of(ib.opcode) != wire::Operation::atomic_write;
     const auto field = [&](const char* name, bool present, std::uint64_t want, bool bytes = false) {
       const std::string& got = v[col[name]];
       INFO(name);

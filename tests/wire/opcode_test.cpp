@@ -8,12 +8,12 @@ TEST_CASE("opcode table: counts of defined opcodes per transport (IBTA vol. 1 ta
   int per_transport[8] = {};
   for (int i = 0; i < 256; ++i)
     if (kOpcodeTable[static_cast<std::size_t>(i)].valid) ++per_transport[i >> 5];
-  CHECK(per_transport[0] == 23);  // RC: 0x00-0x14, 0x16, 0x17
+  CHECK(per_transport[0] == 24);  // RC: 0x00-0x14, 0x16, 0x17, and release 1.5's ATOMIC WRITE 0x1D
   CHECK(per_transport[1] == 12);  // UC: SEND and WRITE
   CHECK(per_transport[2] == 22);  // RD: 0x00-0x15
   CHECK(per_transport[3] == 2);   // UD: SEND ONLY (+IMM)
   CHECK(per_transport[4] == 1);   // CNP 0x81
-  CHECK(per_transport[5] == 23);  // XRC: as RC
+  CHECK(per_transport[5] == 23);  // XRC: as RC before release 1.5
   CHECK(per_transport[6] == 0);
   CHECK(per_transport[7] == 0);
 }
@@ -26,6 +26,8 @@ TEST_CASE("opcode table: names are derived, not typed", "[wire][opcode]") {
   CHECK(opcode_name(opcode(0x81)) == "CNP");
   CHECK(opcode_name(opcode(0xB3)) == "XRC_COMPARE_SWAP");
   CHECK(opcode_name(opcode(0x18)) == "RESERVED_0x18");
+  CHECK(opcode_name(opcode(0x1D)) == "RC_ATOMIC_WRITE");
+  CHECK(opcode_name(opcode(0x3D)) == "RESERVED_0x3D");
   CHECK(opcode_name(opcode(0xFF)) == "RESERVED_0xFF");
   CHECK(opcode(Transport::cnp, Operation::cnp) == opcode(0x81));
   CHECK(opcode(Transport::ud, Operation::send_only_imm) == opcode(0x65));
