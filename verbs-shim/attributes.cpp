@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "emulator/core/device.hpp"
+#include "verbs-shim/completion_clock.hpp"
 
 namespace softrdma::shim {
 
@@ -102,6 +103,8 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::Multicas
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;        // pyverbs' test_phys_port_cnt_ex compares them
   if (id.transport != Transport::iwarp) {
     a.device_cap_flags_ex |= kDeviceAtomicWrite;
+    a.hca_core_clock = kCoreClockKhz;  // completion timestamps (completion_clock.hpp)
+    a.completion_timestamp_mask = ~std::uint64_t{0};
     // On-demand paging, explicit and implicit MRs, for what rdma-core's ODP tests and
     // odp_unmap_test.py run (as siw, srdmaiw0 has none).
     a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;

@@ -4,6 +4,7 @@
 #include <new>
 #include <span>
 
+#include "verbs-shim/completion_clock.hpp"
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/convert.hpp"
 #include "verbs-shim/host_link.hpp"
@@ -14,9 +15,15 @@ namespace softrdma::shim {
 
 namespace {
 
-// The completion fields an extended CQ can report: the standard set. Timestamps, CVLAN, flow
-// tags and tag-matching info are features of hardware this device does not emulate.
-constexpr std::uint64_t kSupportedWcFlags = IBV_WC_STANDARD_FLAGS;
+// The completion fields an extended CQ can report: the standard set and, where the device
+// stamps completions, their timestamps. CVLAN, flow tags and tag-matching info are features of
+// hardware this device does not emulate.
+constexpr std::uint64_t kTimestampWcFlags =
+    IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+
+std::uint64_t supported_wc_flags(const ibv_context* context) {
+  return IBV_WC_STANDARD_FLAGS | (offers_timestamps(context) ? kTimestampWcFlags : 0);
+}
 
 // Extended-CQ readers: each returns a field of the completion start_poll/next_poll moved to.
 const core::Wc& current(ibv_cq_ex* cq) { return cq_of(cq).current; }
@@ -30,6 +37,8 @@ unsigned int read_wc_flags(ibv_cq_ex* cq) { return current(cq).wc_flags; }
 std::uint32_t read_slid(ibv_cq_ex*) { return 0; }  // RoCE has no LIDs
 std::uint8_t read_sl(ibv_cq_ex* cq) { return current(cq).sl; }
 std::uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
+std::uint64_t read_completion_ts(ibv_cq_ex* cq) { return current(cq).timestamp; }
+std::uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) { return wallclock_ns(current(cq).timestamp); }
 
 // Moves to the next completion: 0, ENOENT when the CQ is empty, or an errno value.
 int advance(ibv_cq_ex* cq) {
@@ -67,6 +76,9 @@ void install_readers(Cq& c) {
   if (c.wc_flags & IBV_WC_EX_WITH_SLID) ex.read_slid = read_slid;
   if (c.wc_flags & IBV_WC_EX_WITH_SL) ex.read_sl = read_sl;
   if (c.wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS) ex.read_dlid_path_bits = read_dlid_path_bits;
+  if (c.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) ex.read_completion_ts = read_completion_ts;
+  if (c.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+    ex.read_completion_wallclock_ns = read_completion_wallclock_ns;
 }
 
 Cq* create(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector,
@@ -111,7 +123,7 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  if ((attr->wc_flags & ~kSupportedWcFlags) ||
+  if ((attr->wc_flags & ~supported_wc_flags(context)) ||
       ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) && (attr->flags & ~kKnownFlags))) {
     errno = EOPNOTSUPP;
     return nullptr;

@@ -34,6 +34,7 @@ void install_ops(verbs_context& vctx) {
   vctx.query_port = query_port_op;
   vctx.query_device_ex = query_device_ex_op;
   vctx.create_cq_ex = create_cq_ex_op;
+  vctx.query_rt_values = query_rt_values_op;
   vctx.create_qp_ex = create_qp_ex_op;
   vctx.alloc_parent_domain = alloc_parent_domain_op;
   vctx.advise_mr = advise_mr_op;

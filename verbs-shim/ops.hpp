@@ -24,6 +24,9 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq_op(ibv_cq* cq, int solicited_only);
 
+// completion_clock.cpp: the core clock now (ibv_query_rt_values_ex).
+int query_rt_values_op(ibv_context* context, ibv_values_ex* values);
+
 // qp_verbs.cpp
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr);
 int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);

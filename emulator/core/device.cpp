@@ -305,6 +305,7 @@ void Device::complete(std::uint32_t cq, const Wc& wc, bool solicited) {
     return;
   }
   c->entries.push_back(wc);
+  c->entries.back().timestamp = clock_;
   if (!c->listed) {
     c->listed = true;
     completed_cqs_.push_back(cq);
@@ -434,7 +435,8 @@ Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   return QpCreated{qp.qpn, qp.init.cap};
 }
 
-int Device::modify_qp(Time, std::uint32_t qpn, const QpAttr& attr, std::uint32_t mask) {
+int Device::modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint32_t mask) {
+  observe(now);
   Qp* q = find_qp(qpn);
   if (!q) return EINVAL;
   const QpState from = q->state();
@@ -538,7 +540,8 @@ int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
   return 0;
 }
 
-int Device::post_send(Time, std::uint32_t qpn, const SendWr& wr) {
+int Device::post_send(Time now, std::uint32_t qpn, const SendWr& wr) {
+  observe(now);
   Qp* q = find_qp(qpn);
   if (!q) return EINVAL;
   const QpState s = q->state();

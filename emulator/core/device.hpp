@@ -12,6 +12,7 @@
 // EOPNOTSUPP for what the device does not do).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -315,6 +316,10 @@ class Device {
 
  private:
   DeviceConfig config_;
+  // The latest time a call gave the device: completions carry it as their timestamp. A
+  // completion made by a call that takes no time (a flush at post_recv) carries the last.
+  Time clock_ = 0;
+  void observe(Time now) { clock_ = std::max(clock_, now); }
   Memory& memory_;
   HandleTable<Pd> pds_;
   HandleTable<Region> regions_;

@@ -67,6 +67,7 @@ Device::IcrcVerdict Device::check_icrc(const RxPacket& rx, const wire::IbPacket&
 }
 
 void Device::receive(Time now, const RxPacket& rx) {
+  observe(now);
   const auto checked = wire::IbPacket::check(rx.bytes);
   if (!checked) {
     ++counters_.malformed;
@@ -144,6 +145,7 @@ void Device::wake(Qp& q) {
 }
 
 std::optional<TxPacket> Device::transmit(Time now) {
+  observe(now);
   if (auto mad = next_gsi_packet()) return mad;
   if (!control_.empty()) {
     TxPacket p = std::move(control_.front());
@@ -175,6 +177,7 @@ std::optional<TxPacket> Device::transmit(Time now) {
 }
 
 void Device::advance(Time now) {
+  observe(now);
   const auto due = [now](Time t) { return t != 0 && now >= t; };
   qps_.for_each([&](std::uint32_t, std::unique_ptr<Qp>& q) {
     if (!due(q->retransmit_at) && !due(q->rnr_at)) return;

@@ -207,6 +207,8 @@ struct Wc {
   std::uint32_t wc_flags = 0;
   std::uint16_t pkey_index = 0;
   std::uint8_t sl = 0;
+  // When the engine made the completion: the latest time a call gave it (Device::clock_).
+  Time timestamp = 0;
 };
 
 struct QpCap {

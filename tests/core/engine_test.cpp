@@ -64,6 +64,21 @@ TEST_CASE("RC SEND of several packets lands byte-exact and completes both sides"
   CHECK(p.a.dev->qp(p.a.qpn)->counters.sent_pkts == 5);  // 5000 bytes at MTU 1024
 }
 
+TEST_CASE("a completion carries the engine's time when it was made", "[core][engine]") {
+  Pair p;
+  const core::Time posted = p.net.now;
+  post_recv(p.b, 1, 0, 64);
+  REQUIRE(p.a.dev->post_send(p.net.now, p.a.qpn, wr(WrOpcode::send, 2, {p.a.sge(0, 64)})) == 0);
+  const core::Wc received = wait(p, p.b, p.b.recv_cq, 1)[0];
+  const core::Time received_by = p.net.now;
+  const core::Wc sent = wait(p, p.a, p.a.send_cq, 1)[0];
+  // The SEND arrives after it was posted; its ACK, which completes it, after that.
+  CHECK(received.timestamp > posted);
+  CHECK(received.timestamp <= received_by);
+  CHECK(sent.timestamp > received.timestamp);
+  CHECK(sent.timestamp <= p.net.now);
+}
+
 TEST_CASE("RC WRITE, READ, and both atomics", "[core][engine]") {
   Pair p;
   fill(p.a, 0, 3000, 9);

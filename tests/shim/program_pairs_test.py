@@ -109,7 +109,7 @@ class Pair:
     for the client); each side's stdout must match every regex of its list."""
 
     def __init__(self, name, program, args, server_expect, client_expect, modes=("loop", "netns"), netns_args=None,
-                 netns_expect=None):
+                 netns_expect=None, judge=None):
         self.name = name
         self.program = program
         self.args = list(args)
@@ -118,6 +118,7 @@ class Pair:
         self.client_expect = client_expect
         self.modes = modes
         self.netns_expect = netns_expect  # both sides' regexes in the namespaces, when they differ
+        self.judge = judge  # judge(stdout) -> [(ok, what)], further checks of each side's output
 
     def argv(self, mode, port, server_host=None):
         if self.program.startswith("ibv_"):
@@ -140,6 +141,17 @@ def pingpong(name, program, args, size, iters, modes=("loop", "netns"), netns_ar
                 pingpong_lines(netns_size, iters) if netns_size is not None else None)
 
 
+def timestamps_match_iterations(out):
+    """ibv_rc_pingpong -t: the mean gap between receive completions, in cycles of the
+    hca_core_clock the device reports (1 GHz), is about the mean iteration it timed itself."""
+    avg = re.search(rf"^Average receive completion clock cycles = ({NUM})$", out, re.M)
+    per_iter = re.search(rf"^\d+ iters in \d+\.\d+ seconds = ({NUM}) usec/iter$", out, re.M)
+    if not avg or not per_iter:
+        return [(False, "both the average completion gap and usec/iter are printed")]
+    ratio = float(avg.group(1)) / 1000 / float(per_iter.group(1))
+    return [(0.5 <= ratio <= 2, f"the average completion gap is 0.5-2x usec/iter ({ratio:.2f}x)")]
+
+
 def perftest_row(size, iters):
     # The result-table row: #bytes #iterations and at least three numbers (BW peak, average,
     # message rate; or t_min, t_max, t_typical, ...).
@@ -152,6 +164,7 @@ def perftest(name, program, args, size, iters, server_row=True):
     return Pair(name, program, args + ["-n", str(iters)], row if server_row else [], row)
 
 
+TIMESTAMP_LINES = [rf"^{w} receive completion clock cycles = [1-9]" for w in ("Max", "Min", "Average")]
 RC_SIZES = [1, 100, 4097, 65536, 1 << 20]
 MTUS = [256, 512, 1024, 2048, 4096]
 BW_ITERS, LAT_ITERS = 200, 500
@@ -162,6 +175,11 @@ PAIRS = [
     pingpong("ibv_rc_pingpong.chk", "ibv_rc_pingpong", ["-c", "-n", "100"], 4096, 100),
     pingpong("ibv_rc_pingpong.events", "ibv_rc_pingpong", ["-e", "-c", "-n", "100"], 4096, 100),
     pingpong("ibv_rc_pingpong.new_send", "ibv_rc_pingpong", ["-N", "-c", "-n", "100"], 4096, 100),
+    # -t: an extended CQ with completion timestamps; each side prints the gaps between its
+    # receive completions in core clock cycles.
+    Pair("ibv_rc_pingpong.timestamps", "ibv_rc_pingpong", ["-t", "-c", "-n", "200"],
+         pingpong_lines(4096, 200) + TIMESTAMP_LINES, pingpong_lines(4096, 200) + TIMESTAMP_LINES, modes=("loop",),
+         judge=timestamps_match_iterations),
 ]
 for _size in RC_SIZES:
     _iters = 20 if _size >= (1 << 20) else 100
@@ -557,6 +575,8 @@ def judge_pair(pair, mode, server, client):
             check(m is not None, f"the {side.role} prints a line matching {pattern!r}")
             if m:
                 print(f"       {m.group(0).strip()}")
+        for ok, what in pair.judge(out) if pair.judge else []:
+            check(ok, f"the {side.role}: {what}")
         bad = [m.group(0) for m in BAD_LINE.finditer(out + "\n" + err)]
         check(not bad, f"the {side.role} prints no Couldn't/failed/error/Unable/invalid line", "\n".join(bad[:10]))
     if len(failures) > before:

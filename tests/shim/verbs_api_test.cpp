@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <array>
@@ -329,7 +330,7 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   // Extended verbs the shim has, asked for what the device lacks.
   ibv_cq_init_attr_ex cq_attr{};
   cq_attr.cqe = 16;
-  cq_attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+  cq_attr.wc_flags = IBV_WC_EX_WITH_CVLAN;
   errno = 0;
   CHECK(ibv_create_cq_ex(d.ctx, &cq_attr) == nullptr);
   CHECK(errno == EOPNOTSUPP);
@@ -345,6 +346,36 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
 
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+TEST_CASE("completion timestamps: a 1 GHz core clock on CLOCK_MONOTONIC, readable in cycles and wall-clock ns",
+          "[shim]") {
+  Device d;
+  ibv_device_attr_ex ax{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &ax) == 0);
+  CHECK(ax.hca_core_clock == 1'000'000);  // kHz
+  CHECK(ax.completion_timestamp_mask == ~std::uint64_t{0});
+
+  timespec before{}, after{};
+  ibv_values_ex values{};
+  values.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  REQUIRE(ibv_query_rt_values_ex(d.ctx, &values) == 0);
+  clock_gettime(CLOCK_MONOTONIC, &after);
+  const auto ns = [](const timespec& t) { return std::uint64_t(t.tv_sec) * 1'000'000'000 + std::uint64_t(t.tv_nsec); };
+  CHECK(values.comp_mask == IBV_VALUES_MASK_RAW_CLOCK);
+  CHECK(values.raw_clock.tv_sec == 0);
+  CHECK(std::uint64_t(values.raw_clock.tv_nsec) >= ns(before));
+  CHECK(std::uint64_t(values.raw_clock.tv_nsec) <= ns(after));
+
+  ibv_cq_init_attr_ex cq_attr{};
+  cq_attr.cqe = 4;
+  cq_attr.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  ibv_cq_ex* cq = ibv_create_cq_ex(d.ctx, &cq_attr);
+  REQUIRE(cq != nullptr);
+  CHECK(cq->read_completion_ts != nullptr);
+  CHECK(cq->read_completion_wallclock_ns != nullptr);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) == 0);
 }
 
 TEST_CASE("ATOMIC WRITE: an RC QP's extended send API offers it, the device says so, ibv_post_send refuses it",
