@@ -381,7 +381,7 @@ TEST_CASE("responder: an atomic at an address that is not 8-byte aligned gets an
   CHECK(tl.get_u64(256) == 1);
 }
 
-TEST_CASE("responder: an ATOMIC WRITE places its 8 bytes and is acknowledged; a duplicate is not placed again",
+TEST_CASE("responder: an ATOMIC WRITE places its 8 bytes and is acknowledged, a duplicate is not placed again",
           "[timeline][responder]") {
   Timeline tl;
   const std::uint32_t e = tl.epsn();
