@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "verbs-shim/context.hpp"
 #include "verbs-shim/ops.hpp"
 
 namespace softrdma::shim {
@@ -18,7 +19,7 @@ std::uint64_t now_ns(clockid_t clock) {
 
 }  // namespace
 
-bool offers_timestamps(const ibv_context* context) { return context->device->transport_type != IBV_TRANSPORT_IWARP; }
+bool offers_timestamps(ibv_context* context) { return identity_of(context).transport != Transport::iwarp; }
 
 std::uint64_t wallclock_ns(std::uint64_t timestamp) {
   const std::uint64_t monotonic = now_ns(CLOCK_MONOTONIC);

@@ -13,7 +13,7 @@ inline constexpr std::uint64_t kCoreClockKhz = 1'000'000;
 
 // Whether the context's device stamps completions: srdma0 does; srdmaiw0, whose byte-stream
 // path is given no time, does not (as siw).
-bool offers_timestamps(const ibv_context* context);
+bool offers_timestamps(ibv_context* context);
 
 // A completion timestamp as nanoseconds since the Unix epoch.
 std::uint64_t wallclock_ns(std::uint64_t timestamp);

@@ -21,7 +21,7 @@ namespace {
 constexpr std::uint64_t kTimestampWcFlags =
     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
-std::uint64_t supported_wc_flags(const ibv_context* context) {
+std::uint64_t supported_wc_flags(ibv_context* context) {
   return IBV_WC_STANDARD_FLAGS | (offers_timestamps(context) ? kTimestampWcFlags : 0);
 }
 

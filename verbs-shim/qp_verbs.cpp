@@ -20,13 +20,13 @@ constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RD
                                    IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV |
                                    IBV_QP_EX_WITH_ATOMIC_WRITE;
 
-bool offers_atomic_write(const ibv_context* context, const ibv_qp_init_attr_ex& attr) {
-  return attr.qp_type == IBV_QPT_RC && context->device->transport_type != IBV_TRANSPORT_IWARP;
+bool offers_atomic_write(ibv_context* context, const ibv_qp_init_attr_ex& attr) {
+  return attr.qp_type == IBV_QPT_RC && identity_of(context).transport != Transport::iwarp;
 }
 
 // Whether `attr` asks for something this device lacks (EOPNOTSUPP, so tests skip), is
 // malformed (EINVAL), or is fine (0).
-int check_create(const ibv_context* context, const ibv_qp_init_attr_ex& attr) {
+int check_create(ibv_context* context, const ibv_qp_init_attr_ex& attr) {
   constexpr std::uint32_t kKnown = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
                                    IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                    IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
