@@ -86,8 +86,10 @@ Bytes send_fpdu(std::size_t payload, bool crc) {
   return fpdu;
 }
 
+// Each test case runs in its own process, in parallel with the others, so each listens on an
+// address of its own.
 struct Listening {
-  Listening() : server("127.83.91.1"), service(endpoint("127.83.91.1", 17180 + next_port++)) {
+  explicit Listening(const char* address) : server(address), service(endpoint(address, 17180)) {
     REQUIRE(server.h->listen(service).ok());
   }
   // Accepts the raw peer's Request; returns the connection's ID.
@@ -111,7 +113,6 @@ struct Listening {
                 [&](core::Device& d, core::IwarpConnectionManager&) { return d.post_recv(server.qpn, r); }) == 0);
   }
 
-  static inline std::uint16_t next_port = 0;
   IwarpNode server;
   core::TcpEndpoint service;
 };
@@ -119,7 +120,7 @@ struct Listening {
 }  // namespace
 
 TEST_CASE("a peer that sends garbage instead of an MPA Request is closed on, unseen by the consumer", "[iwarp]") {
-  Listening l;
+  Listening l("127.83.91.11");
   RawPeer peer(l.service);
   const std::string http = "GET / HTTP/1.1\r\nHost: softrdma\r\n\r\n";
   peer.send(Bytes(http.begin(), http.end()));
@@ -128,7 +129,7 @@ TEST_CASE("a peer that sends garbage instead of an MPA Request is closed on, uns
 }
 
 TEST_CASE("a Request for MPA markers gets a rejecting Reply, then the close", "[iwarp]") {
-  Listening l;
+  Listening l("127.83.91.12");
   RawPeer peer(l.service);
   peer.send(frame(true, 0x80 | 0x10));
   const Bytes answer = peer.read_to_end();
@@ -139,7 +140,7 @@ TEST_CASE("a Request for MPA markers gets a rejecting Reply, then the close", "[
 }
 
 TEST_CASE("a bad CRC after the exchange is answered with an MPA Terminate and the QP ends", "[iwarp]") {
-  Listening l;
+  Listening l("127.83.91.13");
   l.post_recv(1);
   RawPeer peer(l.service);
   peer.send(frame(true, 0x40 | 0x10));  // C: CRCs
@@ -166,7 +167,7 @@ TEST_CASE("a bad CRC after the exchange is answered with an MPA Terminate and th
 }
 
 TEST_CASE("a TCP reset in the middle of a message flushes the QP and ends the connection", "[iwarp]") {
-  Listening l;
+  Listening l("127.83.91.14");
   l.post_recv(7);
   RawPeer peer(l.service);
   peer.send(frame(true, 0x10));
