@@ -238,7 +238,9 @@ void on_atomic_ack(Device& d, Qp& q, const wire::IbPacket& p, Time now) {
 }  // namespace
 
 void Completer::on_response(Device& d, Qp& q, const wire::IbPacket& p, Time now) {
-  if (q.init.qp_type != QpType::rc || (q.state() != QpState::rts && q.state() != QpState::sqd)) return;
+  if (!is_reliable(q.init.qp_type) || !has_requester(q.init.qp_type) ||
+      (q.state() != QpState::rts && q.state() != QpState::sqd))
+    return;
   const wire::OpcodeInfo& oi = p.info();
   if (oi.is(wire::OpFlag::read)) {
     on_read_response(d, q, p, now);

@@ -43,6 +43,7 @@ Device::Device(DeviceConfig config, Memory& memory)
       regions_(config_.max_mr),
       cqs_(config_.max_cq),
       srqs_(config_.max_srq),
+      xrcds_(config_.max_xrcd),
       ahs_(config_.max_ah),
       qps_(config_.max_qp),
       cm_(local_gid(config_), node_guid(local_gid(config_)),
@@ -321,19 +322,29 @@ void Device::raise(AsyncEventType type, std::uint32_t element) { async_events_.p
 // --- shared receive queues ---------------------------------------------------------------
 
 Expected<std::uint32_t> Device::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                                           std::uint32_t limit) {
+                                           std::uint32_t limit, std::optional<XrcSrq> xrc) {
   Pd* p = pds_.find(pd);
   if (!p || max_wr == 0 || max_wr > config_.limits.max_qp_wr || max_sge == 0 || max_sge > config_.limits.max_sge ||
       limit > max_wr)
     return Expected<std::uint32_t>::error(EINVAL);
+  if (xrc && (config_.iwarp || !xrcds_.find(xrc->xrcd) || !cqs_.find(xrc->cq)))
+    return Expected<std::uint32_t>::error(config_.iwarp ? EOPNOTSUPP : EINVAL);
   Srq s;
   s.pd = pd;
   s.max_wr = max_wr;
   s.max_sge = max_sge;
   s.limit = limit;
+  if (xrc) {
+    s.xrcd = xrc->xrcd;
+    s.cq = xrc->cq;
+  }
   const auto h = srqs_.insert(std::move(s));
   if (!h) return Expected<std::uint32_t>::error(ENOMEM);
   ++p->users;
+  if (xrc) {
+    ++xrcds_.find(xrc->xrcd)->users;
+    ++cqs_.find(xrc->cq)->users;
+  }
   return *h;
 }
 
@@ -362,6 +373,10 @@ int Device::destroy_srq(std::uint32_t srq) {
   if (!s) return EINVAL;
   if (s->users) return EBUSY;
   --pds_.find(s->pd)->users;
+  if (s->xrcd) {
+    --xrcds_.find(s->xrcd)->users;
+    --cqs_.find(s->cq)->users;
+  }
   srqs_.erase(srq);
   return 0;
 }
@@ -404,21 +419,56 @@ Qp* Device::find_qp(std::uint32_t qpn) {
 
 const Qp* Device::qp(std::uint32_t qpn) const { return const_cast<Device*>(this)->find_qp(qpn); }
 
+// Whether the objects `a` names exist and suit its type. An XRC target has no PD, CQ or queue
+// of its own (the XRC SRQs of its domain provide them) and an initiator no receive side
+// (IBTA vol. 1 annex A14); only RC, UC and UD QPs take a basic SRQ.
+bool Device::objects_exist(const QpInitAttr& a) {
+  if (a.qp_type == QpType::xrc_recv) return xrcds_.find(a.xrcd) != nullptr;
+  if (!pds_.find(a.pd) || !cqs_.find(a.send_cq)) return false;
+  if (a.qp_type == QpType::xrc_send) return true;
+  const Srq* srq = a.srq ? srqs_.find(a.srq) : nullptr;
+  return cqs_.find(a.recv_cq) && (!a.srq || (srq && !srq->xrcd));
+}
+
+// What `a` leaves the QP: no fields its type does not use, and at least one WR on each queue
+// it has.
+QpInitAttr Device::normalised(const QpInitAttr& a) {
+  QpInitAttr init = a;
+  const bool own_rq = has_responder(a.qp_type) && a.qp_type != QpType::xrc_recv && !a.srq;
+  if (a.qp_type != QpType::xrc_recv) init.xrcd = 0;
+  if (a.qp_type == QpType::xrc_recv) init.pd = init.send_cq = 0;
+  if (!has_responder(a.qp_type) || a.qp_type == QpType::xrc_recv) init.recv_cq = init.srq = 0;
+  init.cap.max_send_wr = has_requester(a.qp_type) ? std::max<std::uint32_t>(a.cap.max_send_wr, 1) : 0;
+  if (!has_requester(a.qp_type)) init.cap.max_send_sge = init.cap.max_inline_data = 0;
+  init.cap.max_recv_wr = own_rq ? std::max<std::uint32_t>(a.cap.max_recv_wr, 1) : 0;
+  if (!own_rq) init.cap.max_recv_sge = 0;
+  return init;
+}
+
+// The objects a QP completes into or draws from cannot be destroyed while it exists.
+void Device::count_users(const QpInitAttr& init, int delta) {
+  const auto add = [delta](std::uint32_t& users) { users += static_cast<std::uint32_t>(delta); };
+  if (Pd* p = pds_.find(init.pd)) add(p->users);
+  if (Cq* c = cqs_.find(init.send_cq)) add(c->users);
+  if (Cq* c = cqs_.find(init.recv_cq)) add(c->users);
+  if (Srq* s = srqs_.find(init.srq)) add(s->users);
+  if (Xrcd* x = xrcds_.find(init.xrcd)) add(x->users);
+}
+
 Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   const DeviceLimits& lim = config_.limits;
-  const bool type_ok = a.qp_type == QpType::rc || a.qp_type == QpType::uc || a.qp_type == QpType::ud;
-  if (!type_ok || !pds_.find(a.pd) || !cqs_.find(a.send_cq) || !cqs_.find(a.recv_cq))
-    return Expected<QpCreated>::error(EINVAL);
+  const bool type_ok = a.qp_type == QpType::rc || a.qp_type == QpType::uc || a.qp_type == QpType::ud ||
+                       a.qp_type == QpType::xrc_send || a.qp_type == QpType::xrc_recv;
+  if (!type_ok) return Expected<QpCreated>::error(EINVAL);
   if (config_.iwarp && a.qp_type != QpType::rc) return Expected<QpCreated>::error(EOPNOTSUPP);
-  if (a.srq && !srqs_.find(a.srq)) return Expected<QpCreated>::error(EINVAL);
+  if (!objects_exist(a)) return Expected<QpCreated>::error(EINVAL);
   if (a.cap.max_send_wr > lim.max_qp_wr || a.cap.max_recv_wr > lim.max_qp_wr || a.cap.max_send_sge > lim.max_sge ||
       a.cap.max_recv_sge > lim.max_sge || a.cap.max_inline_data > lim.max_inline_data)
     return Expected<QpCreated>::error(EINVAL);
 
   auto q = std::make_unique<Qp>();
-  q->init = a;
-  q->init.cap.max_send_wr = std::max<std::uint32_t>(a.cap.max_send_wr, 1);
-  q->init.cap.max_recv_wr = a.srq ? 0 : std::max<std::uint32_t>(a.cap.max_recv_wr, 1);
+  q->init = normalised(a);
+  q->target = own_target(q->init);
   q->attr.cap = q->init.cap;
   const auto h = qps_.insert(std::move(q));
   if (!h) return Expected<QpCreated>::error(ENOMEM);
@@ -428,10 +478,7 @@ Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
   // well-known port's dissector claims the packets.
   qp.udp_src_port =
       config_.udp_source_port.value_or(static_cast<std::uint16_t>(0xC000 | ((qp.qpn * 2654435761u) >> 18 & 0x3FFF)));
-  ++pds_.find(a.pd)->users;
-  ++cqs_.find(a.send_cq)->users;
-  ++cqs_.find(a.recv_cq)->users;
-  if (a.srq) ++srqs_.find(a.srq)->users;
+  count_users(qp.init, +1);
   return QpCreated{qp.qpn, qp.init.cap};
 }
 
@@ -456,6 +503,7 @@ int Device::modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint
     const QpAttr kept = q->attr;
     const QpInitAttr init = q->init;
     const std::uint16_t port = q->udp_src_port;
+    const std::uint32_t handles = q->handles;
     const QpCounters counters = q->counters;
     // Still in the queues; an iWARP QP's stream ends here.
     const bool answer_queued = q->answer_queued, request_queued = q->request_queued, stream_queued = q->stream_queued;
@@ -465,6 +513,8 @@ int Device::modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint
     q->stream_queued = stream_queued;
     q->qpn = qpn;
     q->init = init;
+    q->target = own_target(init);
+    q->handles = handles;
     q->attr = QpAttr{};
     q->attr.cap = kept.cap;
     q->udp_src_port = port;
@@ -502,11 +552,12 @@ int Device::query_qp(std::uint32_t qpn, QpAttr& attr, QpInitAttr& init) const {
 int Device::destroy_qp(std::uint32_t qpn) {
   Qp* q = find_qp(qpn);
   if (!q) return EINVAL;
+  if (q->handles > 1) {
+    --q->handles;
+    return 0;
+  }
   counters_.qps += q->counters;
-  --pds_.find(q->init.pd)->users;
-  --cqs_.find(q->init.send_cq)->users;
-  --cqs_.find(q->init.recv_cq)->users;
-  if (q->init.srq) --srqs_.find(q->init.srq)->users;
+  count_users(q->init, -1);
   groups_.detach_all(qpn);
   std::erase(answer_ready_, qpn);  // a new QP may get the number
   std::erase(request_ready_, qpn);
@@ -531,7 +582,8 @@ std::optional<std::uint32_t> Device::room(WorkQueue queue, std::uint32_t handle)
 
 int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
   Qp* q = find_qp(qpn);
-  if (!q || q->init.srq) return EINVAL;
+  // A QP on an SRQ, and XRC QPs, have no receive queue of their own.
+  if (!q || q->init.srq || q->init.qp_type == QpType::xrc_send || q->init.qp_type == QpType::xrc_recv) return EINVAL;
   if (const int err = check_recv_wr(q->state(), q->init.cap, wr)) return err;
   if (q->rq.size() >= q->init.cap.max_recv_wr) return ENOMEM;
   q->rq.push_back({wr, sge_total(wr.sg_list)});
@@ -611,7 +663,7 @@ void Device::flush(Qp& q) {
     wc.status = WcStatus::wr_flush_err;
     wc.opcode = WcOpcode::recv;
     wc.qp_num = q.qpn;
-    complete(q.init.recv_cq, wc, false);
+    complete(q.target.cq, wc, false);
   };
   if (q.in_send) flush_recv(q.recv);
   q.in_send = false;
@@ -639,7 +691,7 @@ void Device::flush_send(Qp& q) {
 }
 
 void Device::enter_send_error(Qp& q) {
-  if (q.init.qp_type == QpType::rc) return enter_error(q);
+  if (is_reliable(q.init.qp_type)) return enter_error(q);
   // UC and UD: a send error stops only the send queue (SQE, s10.3.1); receives go on, and
   // modify_qp SQE->RTS resumes sending.
   q.attr.qp_state = QpState::sqe;

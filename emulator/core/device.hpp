@@ -46,6 +46,7 @@ struct DeviceConfig {
   std::uint32_t max_mr = 1u << 16;
   std::uint32_t max_pd = 4096;
   std::uint32_t max_srq = 1024;
+  std::uint32_t max_xrcd = 1024;
   std::uint32_t max_ah = 1u << 16;
   MulticastLimits mcast;                     // all 0 where the host cannot join groups
   std::uint32_t first_qpn = 0x11;            // QPs 0 and 1 are the special QPs (s10.2.5)
@@ -163,9 +164,18 @@ class Device {
   std::optional<std::uint32_t> next_cq_event();  // a CQ whose notification fired
   std::optional<AsyncEvent> next_async_event();
 
-  // Shared receive queues.
-  Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                                     std::uint32_t limit);
+  // XRC domains (IBTA vol. 1 annex A14); EBUSY while XRC SRQs or targets are in one.
+  Expected<std::uint32_t> alloc_xrcd();
+  int dealloc_xrcd(std::uint32_t xrcd);
+
+  // Shared receive queues; with `xrc`, an XRC SRQ of that domain, completing into that CQ, whose
+  // handle is the SRQ number XRC initiators name.
+  struct XrcSrq {
+    std::uint32_t xrcd = 0;
+    std::uint32_t cq = 0;
+  };
+  Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                                     std::optional<XrcSrq> xrc = std::nullopt);
   int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr, bool set_limit);
   int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) const;
   int destroy_srq(std::uint32_t srq);
@@ -179,7 +189,10 @@ class Device {
   Expected<QpCreated> create_qp(const QpInitAttr& attr);
   int modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint32_t mask);
   int query_qp(std::uint32_t qpn, QpAttr& attr, QpInitAttr& init) const;
+  // An XRC target QP gives up one handle (open_qp); the last one destroys it.
   int destroy_qp(std::uint32_t qpn);
+  // One more handle on the XRC target `qpn` of domain `xrcd` (ibv_open_qp); EINVAL if it is none.
+  int open_qp(std::uint32_t xrcd, std::uint32_t qpn);
   int post_send(Time now, std::uint32_t qpn, const SendWr& wr);
   int post_recv(std::uint32_t qpn, const RecvWr& wr);
   // How many more WRs a queue takes before posting answers ENOMEM: a QP's send or receive
@@ -315,6 +328,10 @@ class Device {
   static constexpr std::uint16_t kGsiUdpSourcePort = 0xC001;
 
  private:
+  bool objects_exist(const QpInitAttr& a);
+  static QpInitAttr normalised(const QpInitAttr& a);
+  void count_users(const QpInitAttr& init, int delta);
+
   DeviceConfig config_;
   // The latest time a call gave the device: completions carry it as their timestamp. A
   // completion made by a call that takes no time (a flush at post_recv) carries the last.
@@ -325,6 +342,7 @@ class Device {
   HandleTable<Region> regions_;
   HandleTable<Cq> cqs_;
   HandleTable<Srq> srqs_;
+  HandleTable<Xrcd> xrcds_;
   HandleTable<Ah> ahs_;
   HandleTable<std::unique_ptr<Qp>> qps_;  // handle = qpn - first_qpn + 1
   std::uint8_t next_key_ = 0;             // varies the low byte of new keys

@@ -17,10 +17,6 @@ namespace {
 // default partition (IBTA vol. 1 s10.9.1.2).
 bool default_partition(std::uint16_t pkey) { return (pkey & 0x7FFF) == 0x7FFF; }
 
-wire::Transport transport_of(QpType t) {
-  return t == QpType::rc ? wire::Transport::rc : t == QpType::uc ? wire::Transport::uc : wire::Transport::ud;
-}
-
 // Enough for the packets of a few transmit bursts in flight between the engine and the
 // socket; recycled buffers beyond it are freed.
 constexpr std::size_t kMaxSpareBuffers = 256;

@@ -41,8 +41,17 @@ struct Cq {
   std::uint32_t users = 0;  // QPs that complete into it
 };
 
+// An XRC domain (IBTA vol. 1 annex A14): the scope in which XRC targets find XRC SRQs.
+struct Xrcd {
+  std::uint32_t users = 0;  // XRC SRQs and targets in it: dealloc_xrcd is EBUSY until they are gone
+};
+
 struct Srq {
   std::uint32_t pd = 0;
+  // An XRC SRQ: its domain and the CQ its receives complete into (a basic SRQ completes into
+  // the receiving QP's CQ); 0 for a basic SRQ.
+  std::uint32_t xrcd = 0;
+  std::uint32_t cq = 0;
   std::uint32_t max_wr = 0;
   std::uint32_t max_sge = 0;
   std::uint32_t limit = 0;  // armed when non-zero: fewer WQEs than this raises an event (s10.2.9.3)

@@ -32,9 +32,24 @@ struct ResponderResource {
   bool replay = false;         // sending again for a duplicate request, not a new one
 };
 
+// Where the responder's requests land: the PD that guards their memory, the SRQ (0: the
+// QP's own receive queue) and the CQ their receives complete into.
+struct ReceiveTarget {
+  std::uint32_t pd = 0;
+  std::uint32_t srq = 0;
+  std::uint32_t cq = 0;
+};
+
+inline ReceiveTarget own_target(const QpInitAttr& init) { return {init.pd, init.srq, init.recv_cq}; }
+
 struct Qp {
   std::uint32_t qpn = 0;
   QpInitAttr init;
+  // The QP's own (own_target); an XRC target's is the XRC SRQ the current message named.
+  ReceiveTarget target;
+  // An XRC target: the handles open on it (create_qp's and each open_qp's); destroy_qp closes
+  // one, and the last one destroys the QP (annex A14: a target outlives its creator).
+  std::uint32_t handles = 1;
   QpAttr attr;  // attr.qp_state is the QP's state
   std::uint16_t udp_src_port = 0xC000;
 

@@ -1,6 +1,7 @@
 #include "emulator/core/qp_transition.hpp"
 
 #include <cerrno>
+#include <optional>
 
 namespace softrdma::core {
 namespace {
@@ -73,20 +74,31 @@ constexpr Transition kTransitions[] = {
     {S::err, S::err, {}, {}, {}},
 };
 
-const Masks* find_masks(QpType type, QpState from, QpState to) {
+// XRC's halves take RC's attributes less those of the half they lack (IBTA vol. 1 annex A14,
+// as Linux's table has them): an initiator has no responder, a target no requester but its
+// ACK timeout.
+constexpr Masks without(const Masks& m, std::uint32_t bits) { return {m.required & ~bits, m.optional & ~bits}; }
+constexpr std::uint32_t kNotInitiator = kRcResponder;
+constexpr std::uint32_t kNotTarget = retry_cnt | rnr_retry | max_qp_rd_atomic;
+
+std::optional<Masks> find_masks(QpType type, QpState from, QpState to) {
   for (const Transition& t : kTransitions) {
     if (t.from != from || t.to != to) continue;
     switch (type) {
       case QpType::rc:
-        return &t.rc;
+        return t.rc;
       case QpType::uc:
-        return &t.uc;
+        return t.uc;
       case QpType::ud:
-        return &t.ud;
+        return t.ud;
+      case QpType::xrc_send:
+        return without(t.rc, kNotInitiator);
+      case QpType::xrc_recv:
+        return without(t.rc, kNotTarget);
     }
-    return nullptr;  // a type the engine does not have
+    return std::nullopt;  // a type the engine does not have
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 // A range check of the attributes `when` names, made when all of them are in the mask.
@@ -147,11 +159,11 @@ int check_modify_qp(QpType type, QpState current, const QpAttr& attr, std::uint3
   // An RC QP never enters SQE: on RC a send-side error moves the QP to ERR (IBTA vol. 1
   // s10.3.1). Linux's table lists SQE->RTS for all types (RC without attributes); we refuse
   // every modify from a state RC cannot be in.
-  if (type == QpType::rc && current == QpState::sqe) return EINVAL;
+  if (is_reliable(type) && current == QpState::sqe) return EINVAL;
 
   const QpState next = (mask & qp_attr::state) != 0 ? attr.qp_state : current;
-  const Masks* masks = find_masks(type, current, next);
-  if (masks == nullptr) return EINVAL;
+  const std::optional<Masks> masks = find_masks(type, current, next);
+  if (!masks) return EINVAL;
   if ((mask & masks->required) != masks->required) return EINVAL;
   if ((mask & ~(masks->required | masks->optional | qp_attr::state)) != 0) return EINVAL;
 

@@ -43,10 +43,6 @@ Operation operation_for(WrOpcode op, bool first, bool last) {
   return Operation::send_only;
 }
 
-wire::Transport transport_for(QpType t) {
-  return t == QpType::rc ? wire::Transport::rc : t == QpType::uc ? wire::Transport::uc : wire::Transport::ud;
-}
-
 bool is_local(WrOpcode op) { return op == WrOpcode::local_inv || op == WrOpcode::bind_mw; }
 
 // PSNs the WQE uses: one per packet, and for a READ one per response packet (s9.7.1).
@@ -141,7 +137,7 @@ RequestHeaders request_headers(const Device& d, Qp& q, const SendWqe& w, const P
   RequestHeaders out;
   out.route = &q.attr.ah_attr;
   wire::IbRepr& h = out.ib;
-  h.opcode = wire::opcode(transport_for(q.init.qp_type), operation_for(w.wr.opcode, p.first, p.last));
+  h.opcode = wire::opcode(transport_of(q.init.qp_type), operation_for(w.wr.opcode, p.first, p.last));
   h.mig_req = true;  // APM: the path is migrated, as every QP starts (s9.2.3, ibv path_mig_state)
   h.dest_qp = q.attr.dest_qp_num;
   h.psn = p.psn;
@@ -155,7 +151,9 @@ RequestHeaders request_headers(const Device& d, Qp& q, const SendWqe& w, const P
     h.qkey = (w.wr.remote_qkey & 0x80000000u) ? q.attr.qkey : w.wr.remote_qkey;
     h.src_qp = q.qpn;
   }
-  if (q.init.qp_type == QpType::rc) {
+  // XRCETH: the peer's XRC SRQ that takes the message (annex A14).
+  if (q.init.qp_type == QpType::xrc_send) h.xrc_srq = w.wr.xrc_remote_srq;
+  if (is_reliable(q.init.qp_type)) {
     // AckReq on a message's last packet and periodically within long ones (s9.7.4.1.3).
     h.ack_req = p.last || window_edge || ++q.packets_since_ack_req >= d.config().ack_req_every;
     if (h.ack_req) q.packets_since_ack_req = 0;
@@ -214,12 +212,12 @@ void account_sent(Device& d, Qp& q, SendWqe& w, const PacketPlan& p, std::size_t
     ++q.next_wqe;
     q.next_index = 0;
     // UC and UD have no acknowledgements: a WQE is done once its last packet is out.
-    if (q.init.qp_type != QpType::rc) {
+    if (!is_reliable(q.init.qp_type)) {
       w.complete = true;
       Completer::retire(d, q);
     }
   }
-  if (q.init.qp_type == QpType::rc && q.retransmit_at == 0 && q.attr.timeout != 0)
+  if (is_reliable(q.init.qp_type) && q.retransmit_at == 0 && q.attr.timeout != 0)
     q.retransmit_at = now + ack_timeout(q.attr.timeout);
 }
 

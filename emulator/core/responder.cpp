@@ -60,7 +60,7 @@ Wc recv_wc(const Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std:
 
 void complete_recv(Device& d, Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
                    const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
-  d.complete(q.init.recv_cq, recv_wc(q, r, status, opcode, byte_len, p, src_qp, flags),
+  d.complete(q.target.cq, recv_wc(q, r, status, opcode, byte_len, p, src_qp, flags),
              wire::Bth::solicited_event::get(p.bth()));
 }
 
@@ -72,7 +72,7 @@ void complete_datagram(Device& d, Qp& q, const RecvWqe& r, WcStatus status, std:
   constexpr std::uint8_t kIpv6Header = 1, kIpv4Header = 2;
   Wc wc = recv_wc(q, r, status, WcOpcode::recv, byte_len, p, wire::Deth::src_qp::get(p.ext(Ext::deth)), flags);
   wc.sl = is_ipv4_mapped(rx.src_gid) ? kIpv4Header : kIpv6Header;
-  d.complete(q.init.recv_cq, wc, wire::Bth::solicited_event::get(p.bth()));
+  d.complete(q.target.cq, wc, wire::Bth::solicited_event::get(p.bth()));
 }
 
 // The NAK for `psn` of an RC request the responder cannot finish, the QP then in the error
@@ -133,7 +133,7 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
     reject(d, q, p, wire::NakCode::invalid_request);
     return;
   }
-  if (!d.scatter(q.recv.wr.sg_list, q.init.pd, q.recv_offset, payload)) {
+  if (!d.scatter(q.recv.wr.sg_list, q.target.pd, q.recv_offset, payload)) {
     complete_recv(d, q, q.recv, WcStatus::loc_prot_err, WcOpcode::recv, 0, p, src_qp, 0);
     q.in_send = false;
     reject(d, q, p, wire::NakCode::remote_operational_error);
@@ -142,7 +142,7 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
   q.recv_offset += payload.size();
   if (!oi.is(OpFlag::last)) return;
   if (const auto* h = p.ext(Ext::ieth)) {
-    d.invalidate(q.init.pd, wire::Ieth::rkey::get(h));  // SEND with Invalidate (s9.4.1.1.1)
+    d.invalidate(q.target.pd, wire::Ieth::rkey::get(h));  // SEND with Invalidate (s9.4.1.1.1)
   }
   complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp,
                 0);
@@ -162,7 +162,7 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
     // A zero-length WRITE or READ touches no memory: its R_Key and VA go unchecked (C9-88, as rxe).
     const auto host = !(q.attr.qp_access_flags & access::remote_write) ? std::nullopt
                       : len == 0                                       ? std::optional<std::uint64_t>{0}
-                                 : d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                                 : d.translate(wire::Reth::rkey::get(reth), q.target.pd, wire::Reth::va::get(reth), len,
                                                access::remote_write, q.qpn);
     if (!host) {
       reject(d, q, p, wire::NakCode::remote_access_error);
@@ -214,7 +214,7 @@ void execute_read(Device& d, Qp& q, const wire::IbPacket& p) {
   if (resources_exhausted(q)) return reject(d, q, p, wire::NakCode::invalid_request);  // s9.7.5.1.4
   const auto host = !(q.attr.qp_access_flags & access::remote_read) ? std::nullopt
                     : len == 0 ? std::optional<std::uint64_t>{0}  // C9-88, as for WRITE
-                               : d.translate(wire::Reth::rkey::get(reth), q.init.pd, wire::Reth::va::get(reth), len,
+                               : d.translate(wire::Reth::rkey::get(reth), q.target.pd, wire::Reth::va::get(reth), len,
                                              access::remote_read, q.qpn);
   if (!host) return reject(d, q, p, wire::NakCode::remote_access_error);
   const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
@@ -236,7 +236,7 @@ void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
   if (resources_exhausted(q)) return reject(d, q, p, wire::NakCode::invalid_request);
   if (va % 8 != 0) return reject(d, q, p, wire::NakCode::invalid_request);  // s9.4.5: 8-byte aligned
   const auto host = (q.attr.qp_access_flags & access::remote_atomic)
-                        ? d.translate(wire::AtomicEth::rkey::get(a), q.init.pd, va, 8, access::remote_atomic, q.qpn)
+                        ? d.translate(wire::AtomicEth::rkey::get(a), q.target.pd, va, 8, access::remote_atomic, q.qpn)
                         : std::nullopt;
   if (!host) return reject(d, q, p, wire::NakCode::remote_access_error);
   ResponderResource r;
@@ -252,6 +252,17 @@ void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
   r.sending = true;
   q.epsn = psn_add(q.epsn, 1);
   keep_resource(q, r);
+}
+
+// An XRC target's message lands in the XRC SRQ its XRCETH names, which must be one of the
+// target's domain; that SRQ's PD guards the memory the message touches and its CQ takes the
+// receive (IBTA vol. 1 annex A14). Any other number makes the request an invalid one.
+bool aim_at_xrc_srq(Device& d, Qp& q, const wire::IbPacket& p) {
+  const std::uint32_t number = wire::Xrceth::xrc_srq::get(p.ext(Ext::xrceth));
+  const Srq* srq = d.find_srq(number);
+  if (!srq || srq->xrcd == 0 || srq->xrcd != q.init.xrcd) return false;
+  q.target = {srq->pd, number, srq->cq};
+  return true;
 }
 
 void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
@@ -273,7 +284,7 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
   }
   std::uint8_t grh[kGrhLength];
   write_grh(endpoints_of(rx), p.bytes().size(), grh);
-  if (!d.scatter(r->wr.sg_list, q.init.pd, 0, grh) || !d.scatter(r->wr.sg_list, q.init.pd, kGrhLength, payload)) {
+  if (!d.scatter(r->wr.sg_list, q.target.pd, 0, grh) || !d.scatter(r->wr.sg_list, q.target.pd, kGrhLength, payload)) {
     complete_datagram(d, q, *r, WcStatus::loc_prot_err, 0, p, rx, 0);
     return;
   }
@@ -286,7 +297,9 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
 void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
   const QpState s = q.state();
   // The receive side works from RTR on, through SQD and SQE (s10.3.1).
-  if (s != QpState::rtr && s != QpState::rts && s != QpState::sqd && s != QpState::sqe) {
+  // An XRC initiator has no responder (annex A14): a request to one is dropped.
+  if ((s != QpState::rtr && s != QpState::rts && s != QpState::sqd && s != QpState::sqe) ||
+      !has_responder(q.init.qp_type)) {
     d.count_dropped();
     return;
   }
@@ -295,7 +308,7 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   const wire::OpcodeInfo& oi = p.info();
   const std::uint32_t psn = p.psn();
   const std::int32_t ahead = psn_diff(psn, q.epsn);
-  const bool rc = q.init.qp_type == QpType::rc;
+  const bool rc = is_reliable(q.init.qp_type);
   if (rc) {
     if (ahead < 0) return answer_duplicate(q, p);
     if (ahead > 0) {
@@ -315,7 +328,7 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
       q.in_write = false;
       if (q.in_send) {
         // The WQE is reused for the next message, not completed.
-        (q.init.srq ? d.find_srq(q.init.srq)->queue : q.rq).push_front(std::move(q.recv));
+        (q.target.srq ? d.find_srq(q.target.srq)->queue : q.rq).push_front(std::move(q.recv));
         q.in_send = false;
       }
     }
@@ -329,6 +342,8 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   if (oi.is(OpFlag::first) ? (q.in_send || q.in_write) : !continues)
     return reject(d, q, p, wire::NakCode::invalid_request);
   if ((oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) && !rc) return reject(d, q, p, wire::NakCode::invalid_request);
+  if (q.init.qp_type == QpType::xrc_recv && oi.is(OpFlag::first) && !aim_at_xrc_srq(d, q, p))
+    return reject(d, q, p, wire::NakCode::invalid_request);
 
   // A message that needs a receive WQE waits for one: RNR NAK (s9.7.5.1.5), and the
   // requester sends the packet again later. UC cannot wait: the message is dropped. Fault
@@ -377,7 +392,7 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
       it != q.resources.end() && (!q.ack_pending || psn_diff(psn_add(it->psn, it->next), q.ack_psn) < 0);
   if (q.ack_pending && !response_first) {
     q.ack_pending = false;
-    h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::ack);
+    h.opcode = wire::opcode(transport_of(q.init.qp_type), wire::Operation::ack);
     h.psn = q.ack_psn;
     h.syndrome = q.ack_syndrome;
     h.msn = q.msn;
@@ -388,16 +403,16 @@ std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
     h.msn = r.msn;
     h.psn = psn_add(r.psn, r.next);
     if (r.atomic) {
-      h.opcode = wire::opcode(wire::Transport::rc, wire::Operation::atomic_ack);
+      h.opcode = wire::opcode(transport_of(q.init.qp_type), wire::Operation::atomic_ack);
       h.original_data = r.original;
       r.sending = r.replay = false;
     } else {
       const std::uint32_t mtu = mtu_bytes(q.attr.path_mtu);
       const bool first = r.next == 0, last = r.next + 1 == r.packets;
-      h.opcode = wire::opcode(wire::Transport::rc, first && last ? wire::Operation::read_response_only
-                                                   : first       ? wire::Operation::read_response_first
-                                                   : last        ? wire::Operation::read_response_last
-                                                                 : wire::Operation::read_response_middle);
+      h.opcode = wire::opcode(transport_of(q.init.qp_type), first && last ? wire::Operation::read_response_only
+                                                            : first       ? wire::Operation::read_response_first
+                                                            : last        ? wire::Operation::read_response_last
+                                                                          : wire::Operation::read_response_middle);
       const std::uint64_t offset = std::uint64_t{r.next} * mtu;
       payload = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu, r.length - offset));
       payload_host = r.host + offset;

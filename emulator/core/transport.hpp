@@ -36,6 +36,22 @@ struct Completer {
   static void fail(Device& d, Qp& qp, SendWqe& w, WcStatus status);
 };
 
+// The transport a QP type's packets carry in their opcode (IBTA vol. 1 s9.2, table 35).
+constexpr wire::Transport transport_of(QpType t) {
+  switch (t) {
+    case QpType::rc:
+      return wire::Transport::rc;
+    case QpType::uc:
+      return wire::Transport::uc;
+    case QpType::ud:
+      return wire::Transport::ud;
+    case QpType::xrc_send:
+    case QpType::xrc_recv:
+      return wire::Transport::xrc;
+  }
+  return wire::Transport::rc;
+}
+
 WcOpcode wc_opcode(WrOpcode op);
 bool is_read_or_atomic(WrOpcode op);
 

@@ -19,7 +19,15 @@ using Time = std::uint64_t;
 
 using Gid = std::array<std::uint8_t, 16>;
 
-enum class QpType : std::uint8_t { rc = 2, uc = 3, ud = 4 };
+// XRC (IBTA vol. 1 annex A14) splits a reliable connection in two: an initiator (xrc_send)
+// is an RC requester without a responder, a target (xrc_recv) an RC responder without a
+// requester, whose requests land in the XRC SRQ each one names.
+enum class QpType : std::uint8_t { rc = 2, uc = 3, ud = 4, xrc_send = 9, xrc_recv = 10 };
+
+// The reliable connected service (s9.7): acknowledged, in order, with READs and atomics.
+constexpr bool is_reliable(QpType t) { return t == QpType::rc || t == QpType::xrc_send || t == QpType::xrc_recv; }
+constexpr bool has_requester(QpType t) { return t != QpType::xrc_recv; }
+constexpr bool has_responder(QpType t) { return t != QpType::xrc_send; }
 
 // IBTA vol. 1 s10.3.1 figure 124.
 enum class QpState : std::uint8_t { reset = 0, init = 1, rtr = 2, rts = 3, sqd = 4, sqe = 5, err = 6 };
@@ -181,6 +189,8 @@ struct SendWr {
   std::uint32_t ah = 0;
   std::uint32_t remote_qpn = 0;
   std::uint32_t remote_qkey = 0;
+  // XRC initiators: the peer's XRC SRQ the message lands in (XRCETH, annex A14).
+  std::uint32_t xrc_remote_srq = 0;
   // bind_mw.
   std::uint32_t mw_rkey = 0;  // the MW's current rkey
   std::uint32_t bind_new_rkey = 0;
@@ -258,7 +268,8 @@ struct QpInitAttr {
   std::uint32_t pd = 0;
   std::uint32_t send_cq = 0;
   std::uint32_t recv_cq = 0;
-  std::uint32_t srq = 0;  // 0: none
+  std::uint32_t srq = 0;   // 0: none
+  std::uint32_t xrcd = 0;  // an XRC target's domain; 0 for every other type
   QpCap cap;
   bool sq_sig_all = false;
 };

@@ -210,6 +210,10 @@ const char* type_name(core::QpType type) {
       return "UC";
     case core::QpType::ud:
       return "UD";
+    case core::QpType::xrc_send:
+      return "XRC_SEND";
+    case core::QpType::xrc_recv:
+      return "XRC_RECV";
   }
   return "?";
 }
