@@ -39,8 +39,9 @@ ibv_mtu mtu_enum(unsigned bytes) {
   }
 }
 
-ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimits& mcast) {
+ibv_device_attr device_attr(const DeviceIdentity& id, const LinkOffers& link) {
   const auto& lim = kEngine.limits;
+  const core::MulticastLimits& mcast = link.mcast;
   ibv_device_attr a{};
   std::strncpy(a.fw_ver, kFirmwareVersion, sizeof a.fw_ver - 1);
   a.node_guid = guid_be(id.guid);
@@ -58,6 +59,7 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
   // rather than fail).
   a.device_cap_flags =
       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  if (link.xrc) a.device_cap_flags |= IBV_DEVICE_XRC;  // annex A14, where the link carries its verbs
   a.max_sge = as_int(lim.max_sge);
   a.max_sge_rd = as_int(lim.max_sge);
   a.max_cq = as_int(kEngine.max_cq);
@@ -87,7 +89,7 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
     a.max_mcast_grp = a.max_mcast_qp_attach = a.max_total_mcast_qp_attach = 0;
     a.max_pkeys = 0;
     a.max_mw = 0;  // siw has no memory windows
-    a.device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+    a.device_cap_flags &= ~(IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC);
   }
   return a;
 }
@@ -96,9 +98,9 @@ ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimit
 // rdma-core 44's headers predate: RC QPs take ibv_wr_atomic_write.
 constexpr std::uint64_t kDeviceAtomicWrite = 1ULL << 40;
 
-ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::MulticastLimits& mcast) {
+ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const LinkOffers& link) {
   ibv_device_attr_ex a{};
-  a.orig_attr = device_attr(id, mcast);
+  a.orig_attr = device_attr(id, link);
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;  // the low 32 bits mirror orig_attr
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;        // pyverbs' test_phys_port_cnt_ex compares them
   if (id.transport != Transport::iwarp) {
@@ -112,6 +114,7 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::Multicas
                                                 IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
                                                 IBV_ODP_SUPPORT_SRQ_RECV;
     a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
+    if (link.xrc) a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV;
   }
   return a;
 }

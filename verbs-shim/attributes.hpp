@@ -19,9 +19,14 @@ inline constexpr const char* kFirmwareVersion = "softrdma 0.1.0";
 inline constexpr std::uint8_t kPortNum = 1;  // the device's only port
 inline constexpr std::uint16_t kDefaultPkey = 0xffff;
 
-// `mcast`: the multicast groups the device's link can serve (host::DeviceLink).
-ibv_device_attr device_attr(const DeviceIdentity& id, const core::MulticastLimits& mcast);
-ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const core::MulticastLimits& mcast);
+// What the device's link (host::DeviceLink) can serve: multicast groups, and XRC.
+struct LinkOffers {
+  core::MulticastLimits mcast;
+  bool xrc = false;
+};
+
+ibv_device_attr device_attr(const DeviceIdentity& id, const LinkOffers& link);
+ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const LinkOffers& link);
 ibv_port_attr port_attr(const DeviceIdentity& id);
 
 // IB MTU enum for a byte count (256..4096).

@@ -13,7 +13,8 @@ constexpr bool same(A a, B b) {
 
 // The engine's vocabulary carries libibverbs' numbers (verbs_types.hpp).
 static_assert(same(core::QpType::rc, IBV_QPT_RC) && same(core::QpType::uc, IBV_QPT_UC) &&
-              same(core::QpType::ud, IBV_QPT_UD));
+              same(core::QpType::ud, IBV_QPT_UD) && same(core::QpType::xrc_send, IBV_QPT_XRC_SEND) &&
+              same(core::QpType::xrc_recv, IBV_QPT_XRC_RECV));
 static_assert(same(core::QpState::sqd, IBV_QPS_SQD) && same(core::QpState::sqe, IBV_QPS_SQE) &&
               same(core::QpState::err, IBV_QPS_ERR));
 static_assert(same(core::Mtu::mtu256, IBV_MTU_256) && same(core::Mtu::mtu4096, IBV_MTU_4096));
@@ -70,7 +71,8 @@ void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out
   for (std::size_t i = 0; i < count; ++i) out[i] = {sges[i].addr, sges[i].length, sges[i].lkey};
 }
 
-int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out) {
+int to_core(const ibv_send_wr& wr, ibv_qp_type type, core::SendWr& out) {
+  const bool ud = type == IBV_QPT_UD;
   if (!known(wr.opcode) || wr.num_sge < 0) return EINVAL;
   out.wr_id = wr.wr_id;
   out.opcode = static_cast<core::WrOpcode>(wr.opcode);
@@ -119,6 +121,7 @@ int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out) {
   out.ah = ud && wr.wr.ud.ah != nullptr ? wr.wr.ud.ah->handle : 0;
   out.remote_qpn = ud ? wr.wr.ud.remote_qpn : 0;
   out.remote_qkey = ud ? wr.wr.ud.remote_qkey : 0;
+  out.xrc_remote_srq = type == IBV_QPT_XRC_SEND ? wr.qp_type.xrc.remote_srqn : 0;
   return 0;
 }
 

@@ -17,7 +17,7 @@ namespace softrdma::shim {
 // is copied out of the application's buffers here, as the verb requires: they may be reused
 // as soon as ibv_post_send returns. `ud`: the WR is for a UD QP (only then does it carry an AH).
 // `out` may be reused: its vectors keep their capacity.
-int to_core(const ibv_send_wr& wr, bool ud, core::SendWr& out);
+int to_core(const ibv_send_wr& wr, ibv_qp_type type, core::SendWr& out);
 void to_core(const ibv_recv_wr& wr, core::RecvWr& out);
 void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out);
 

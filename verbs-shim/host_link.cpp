@@ -260,7 +260,9 @@ template <class Map, class T>
 unsigned remove(Map map, T* object, std::uint32_t key) {
   Routes& r = routes_of(object->context);
   std::lock_guard lock(r.mutex);
-  (r.*map).erase(key);
+  // Only its own entry: an XRC target opened again (ibv_open_qp) shares its number, untracked.
+  const auto entry = (r.*map).find(key);
+  if (entry != (r.*map).end() && entry->second == object) (r.*map).erase(entry);
   const auto read = r.events_read.find(object);
   if (read == r.events_read.end()) return 0;
   const unsigned n = read->second;

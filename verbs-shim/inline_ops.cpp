@@ -4,18 +4,8 @@
 // so every one of them is installed.
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/ops.hpp"
-#include "verbs-shim/unsupported.hpp"
 
 namespace softrdma::shim {
-
-namespace {
-
-// XRC domains cannot be opened (verbs_context.open_xrcd is NULL), so this is reachable only
-// through a misbehaving caller; ibv_close_xrcd is the one verbs_context op the inline code
-// calls unchecked.
-int close_xrcd(ibv_xrcd*) { return unsupported_errno("ibv_close_xrcd"); }
-
-}  // namespace
 
 void install_ops(verbs_context& vctx) {
   ibv_context_ops& ops = vctx.context.ops;
@@ -38,10 +28,13 @@ void install_ops(verbs_context& vctx) {
   vctx.create_qp_ex = create_qp_ex_op;
   vctx.alloc_parent_domain = alloc_parent_domain_op;
   vctx.advise_mr = advise_mr_op;
-  vctx.close_xrcd = close_xrcd;
+  vctx.open_xrcd = open_xrcd_op;
+  vctx.close_xrcd = close_xrcd_op;
+  vctx.create_srq_ex = create_srq_ex_op;
+  vctx.get_srq_num = get_srq_num_op;
+  vctx.open_qp = open_qp_op;
   // Every other verbs_context op stays NULL: the inline wrappers then return EOPNOTSUPP
-  // themselves (ibv_open_xrcd, ibv_alloc_dm, ibv_alloc_td, flows, WQs, counters...), or fall
-  // back to the exported basic verb (ibv_create_srq_ex of a basic SRQ). Flow ops are NULL, so
+  // themselves (ibv_alloc_dm, ibv_alloc_td, flows, WQs, counters...). Flow ops are NULL, so
   // ABI_placeholder1/2, which rdma-core points at them for libibverbs 1.1.8 binaries, stay
   // NULL as well.
 }

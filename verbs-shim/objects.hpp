@@ -5,7 +5,11 @@
 // the engine's handles, ibv_qp.qp_num its QPN, ibv_mr.lkey and ibv_mw.rkey its keys.
 #pragma once
 
+#include <sys/types.h>
+
+#include <compare>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -52,6 +56,21 @@ inline Cq& cq_of(ibv_cq_ex* cq) { return *reinterpret_cast<Cq*>(cq); }
 inline ibv_cq* base_of(Cq& cq) { return reinterpret_cast<ibv_cq*>(&cq.ex); }
 inline Qp& qp_of(ibv_qp* qp) { return *reinterpret_cast<Qp*>(qp); }
 inline Qp& qp_of(ibv_qp_ex* qp) { return *reinterpret_cast<Qp*>(qp); }
+
+// An XRC domain: the engine's handle for it, and the file it was opened with, which every open
+// of that file on the device shares (none for fd -1).
+struct FileId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  auto operator<=>(const FileId&) const = default;
+};
+struct Xrcd {
+  ibv_xrcd xrcd;  // first: the application holds &xrcd
+  std::uint32_t handle = 0;
+  std::optional<FileId> file;
+};
+static_assert(std::is_standard_layout_v<Xrcd>, "the cast below relies on ibv_xrcd coming first");
+inline std::uint32_t xrcd_handle(ibv_xrcd* xrcd) { return reinterpret_cast<Xrcd*>(xrcd)->handle; }
 
 // The engine PD an application PD (or parent domain) names.
 inline std::uint32_t pd_handle(ibv_pd* pd) { return pd->handle; }

@@ -32,9 +32,17 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr);
 int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
-// srq_ah_verbs.cpp (extended SRQs, XRC or tag matching, are not offered: verbs.h sends a
-// basic SRQ to ibv_create_srq and fails the rest with EOPNOTSUPP while create_srq_ex is NULL)
+ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr);
+
+// srq_ah_verbs.cpp (tag-matching SRQs are not offered)
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int get_srq_num_op(ibv_srq* srq, std::uint32_t* srq_num);
+
+// xrc_verbs.cpp: XRC domains, on srdma0 when its link carries XRC.
+bool offers_xrc(ibv_context* context);
+ibv_xrcd* open_xrcd_op(ibv_context* context, ibv_xrcd_init_attr* attr);
+int close_xrcd_op(ibv_xrcd* xrcd);
 
 // qp_ex_ops.cpp: fills q.ex's wr_* pointers.
 void install_send_ops(Qp& q);

@@ -100,7 +100,12 @@ void wr_send_inv(ibv_qp_ex* qpx, std::uint32_t invalidate_rkey) {
 
 // Not offered (create refuses their send_ops_flags); reached only through a misbehaving caller.
 void wr_send_tso(ibv_qp_ex* qpx, void*, std::uint16_t, std::uint16_t) { fail(qpx, EOPNOTSUPP); }
-void wr_set_xrc_srqn(ibv_qp_ex* qpx, std::uint32_t) { fail(qpx, EOPNOTSUPP); }
+
+// The peer's XRC SRQ an XRC initiator's WR lands in (XRCETH, IBTA vol. 1 annex A14).
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, std::uint32_t remote_srqn) {
+  if (qpx->qp_base.qp_type != IBV_QPT_XRC_SEND) return fail(qpx, EINVAL);
+  if (core::SendWr* w = last(qpx)) w->xrc_remote_srq = remote_srqn;
+}
 
 void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey) {
   if (core::SendWr* w = last(qpx)) {

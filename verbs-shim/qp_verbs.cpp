@@ -24,6 +24,17 @@ bool offers_atomic_write(ibv_context* context, const ibv_qp_init_attr_ex& attr) 
   return attr.qp_type == IBV_QPT_RC && identity_of(context).transport != Transport::iwarp;
 }
 
+bool is_xrc(ibv_qp_type type) { return type == IBV_QPT_XRC_SEND || type == IBV_QPT_XRC_RECV; }
+
+// What the QP type needs besides itself, as rdma-core's create_qp command checks: an XRC
+// target its XRC domain only (comp_mask's XRCD is ignored for every other type); the others a
+// PD and a send CQ, and a receive CQ unless they are XRC initiators.
+bool has_objects(const ibv_qp_init_attr_ex& attr) {
+  if (attr.qp_type == IBV_QPT_XRC_RECV) return (attr.comp_mask & IBV_QP_INIT_ATTR_XRCD) && attr.xrcd != nullptr;
+  return (attr.comp_mask & IBV_QP_INIT_ATTR_PD) && attr.pd != nullptr && attr.send_cq != nullptr &&
+         (attr.qp_type == IBV_QPT_XRC_SEND || attr.recv_cq != nullptr);
+}
+
 // Whether `attr` asks for something this device lacks (EOPNOTSUPP, so tests skip), is
 // malformed (EINVAL), or is fine (0).
 int check_create(ibv_context* context, const ibv_qp_init_attr_ex& attr) {
@@ -31,19 +42,32 @@ int check_create(ibv_context* context, const ibv_qp_init_attr_ex& attr) {
                                    IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE |
                                    IBV_QP_INIT_ATTR_RX_HASH | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr.comp_mask & ~kKnown) return EINVAL;
-  if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) return EOPNOTSUPP;
-  if (attr.comp_mask &
-      (IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
+  const bool basic = attr.qp_type == IBV_QPT_RC || attr.qp_type == IBV_QPT_UC || attr.qp_type == IBV_QPT_UD;
+  if (!basic && !(is_xrc(attr.qp_type) && offers_xrc(context))) return EOPNOTSUPP;
+  if (attr.comp_mask & (IBV_QP_INIT_ATTR_MAX_TSO_HEADER | IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH))
     return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr.create_flags != 0) return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & ~kSendOps)) return EOPNOTSUPP;
   if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (attr.send_ops_flags & IBV_QP_EX_WITH_ATOMIC_WRITE) &&
       !offers_atomic_write(context, attr))
     return EOPNOTSUPP;
-  if (!(attr.comp_mask & IBV_QP_INIT_ATTR_PD) || attr.pd == nullptr || attr.send_cq == nullptr ||
-      attr.recv_cq == nullptr)
-    return EINVAL;
+  if (!has_objects(attr)) return EINVAL;
   return 0;
+}
+
+// The application's view of QP `qpn`, its engine object made already.
+void fill(ibv_qp& qp, ibv_context* context, const ibv_qp_init_attr_ex& attr, std::uint32_t qpn) {
+  qp.context = context;
+  qp.qp_context = attr.qp_context;
+  qp.pd = attr.qp_type == IBV_QPT_XRC_RECV ? nullptr : attr.pd;
+  qp.send_cq = attr.send_cq;
+  qp.recv_cq = attr.recv_cq;
+  qp.srq = attr.srq;
+  qp.handle = qp.qp_num = qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = attr.qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
 }
 
 Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
@@ -58,10 +82,12 @@ Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
   }
   core::QpInitAttr init;
   init.qp_type = static_cast<core::QpType>(attr.qp_type);
-  init.pd = pd_handle(attr.pd);
-  init.send_cq = attr.send_cq->handle;
-  init.recv_cq = attr.recv_cq->handle;
-  init.srq = attr.srq != nullptr ? attr.srq->handle : 0;
+  const bool target = attr.qp_type == IBV_QPT_XRC_RECV;
+  init.pd = target ? 0 : pd_handle(attr.pd);
+  init.send_cq = target ? 0 : attr.send_cq->handle;
+  init.recv_cq = attr.recv_cq != nullptr && !is_xrc(attr.qp_type) ? attr.recv_cq->handle : 0;
+  init.srq = attr.srq != nullptr && !is_xrc(attr.qp_type) ? attr.srq->handle : 0;
+  init.xrcd = target ? xrcd_handle(attr.xrcd) : 0;
   init.cap = to_core(attr.cap);
   init.sq_sig_all = attr.sq_sig_all != 0;
   const auto created = link(context).create_qp(init);
@@ -72,17 +98,7 @@ Qp* create(ibv_context* context, ibv_qp_init_attr_ex& attr) {
   }
   attr.cap = to_ibv(created->cap);  // what the QP got, as providers report it back
   ibv_qp& qp = q->ex.qp_base;
-  qp.context = context;
-  qp.qp_context = attr.qp_context;
-  qp.pd = attr.pd;
-  qp.send_cq = attr.send_cq;
-  qp.recv_cq = attr.recv_cq;
-  qp.srq = attr.srq;
-  qp.handle = qp.qp_num = created->qpn;
-  qp.state = IBV_QPS_RESET;
-  qp.qp_type = attr.qp_type;
-  pthread_mutex_init(&qp.mutex, nullptr);
-  pthread_cond_init(&qp.cond, nullptr);
+  fill(qp, context, attr, created->qpn);
   q->sq_sig_all = init.sq_sig_all;
   if (attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
     q->send_ops_flags = attr.send_ops_flags;
@@ -104,8 +120,38 @@ ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   return q != nullptr ? &q->ex.qp_base : nullptr;
 }
 
+// verbs_context.open_qp (ibv_open_qp): one more handle on an XRC target of a domain, as
+// another process sharing the domain would take (IBTA vol. 1 annex A14).
+ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr) {
+  constexpr std::uint32_t kNeeded = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  if (attr == nullptr || (attr->comp_mask & kNeeded) != kNeeded ||
+      (attr->comp_mask & ~(kNeeded | IBV_QP_OPEN_ATTR_CONTEXT)) || attr->xrcd == nullptr ||
+      attr->qp_type != IBV_QPT_XRC_RECV) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* q = new (std::nothrow) Qp{};
+  if (q == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  if (const int err = link(context).open_qp(xrcd_handle(attr->xrcd), attr->qp_num)) {
+    delete q;
+    errno = err;
+    return nullptr;
+  }
+  ibv_qp_init_attr_ex as_created{};
+  as_created.qp_context = attr->qp_context;
+  as_created.qp_type = IBV_QPT_XRC_RECV;
+  fill(q->ex.qp_base, context, as_created, attr->qp_num);
+  core::QpAttr now;
+  core::QpInitAttr init;
+  if (link(context).query_qp(attr->qp_num, now, init) == 0)
+    q->ex.qp_base.state = static_cast<ibv_qp_state>(now.qp_state);
+  return &q->ex.qp_base;  // untracked: the creator's handle takes the target's async events
+}
+
 int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-  const bool ud = qp->qp_type == IBV_QPT_UD;
   // The chain in the engine's terms first (inline data copied now, as the verb requires), then
   // one call for all of it. Reused: the WRs' vectors keep their capacity.
   thread_local std::vector<core::SendWr> wrs;
@@ -114,7 +160,7 @@ int post_send_op(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   ibv_send_wr* it = wr;
   for (; it != nullptr; it = it->next, ++n) {
     if (n == wrs.size()) wrs.emplace_back();
-    if ((err = to_core(*it, ud, wrs[n])) != 0) break;
+    if ((err = to_core(*it, qp->qp_type, wrs[n])) != 0) break;
   }
   std::size_t posted = 0;
   if (n > 0) {

@@ -9,6 +9,7 @@
 #include "verbs-shim/attributes.hpp"
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/host_link.hpp"
+#include "verbs-shim/ops.hpp"
 
 namespace softrdma::shim {
 
@@ -22,6 +23,8 @@ const Gid* gid_at(const DeviceIdentity& id, std::uint64_t index) {
 }
 
 bool is_iwarp(const DeviceIdentity& id) { return id.transport == Transport::iwarp; }
+
+LinkOffers offers_of(ibv_context* ctx) { return {link(ctx).multicast_limits(), offers_xrc(ctx)}; }
 
 bool is_empty(const Gid& gid) {
   return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });
@@ -65,7 +68,7 @@ int query_device_ex_op(ibv_context* ctx, const ibv_query_device_ex_input* input,
   if (ctx == nullptr || attr == nullptr) return EINVAL;
   if (input != nullptr && input->comp_mask != 0) return EINVAL;  // no input fields defined yet
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;        // orig_attr must fit
-  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx), link(ctx).multicast_limits()));
+  copy_out(attr, attr_size, device_attr_ex(identity_of(ctx), offers_of(ctx)));
   return 0;
 }
 
@@ -76,7 +79,7 @@ using namespace softrdma::shim;
 SRDMA_DEFAULT_VERSION(ibv_query_device, "IBVERBS_1.1")
 int srdma_default_ibv_query_device(ibv_context* context, ibv_device_attr* out) {
   if (context == nullptr || out == nullptr) return EINVAL;
-  *out = device_attr(identity_of(context), link(context).multicast_limits());
+  *out = device_attr(identity_of(context), offers_of(context));
   return 0;
 }
 

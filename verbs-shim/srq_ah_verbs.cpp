@@ -6,6 +6,7 @@
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/convert.hpp"
 #include "verbs-shim/host_link.hpp"
+#include "verbs-shim/objects.hpp"
 #include "verbs-shim/ops.hpp"
 
 namespace softrdma::shim {
@@ -52,6 +53,68 @@ std::optional<GrhGids> gids_of(const ibv_grh& grh) {
 
 }  // namespace
 
+// An SRQ on `pd`: a basic one, or with `xrc` an XRC SRQ of that domain completing into that CQ.
+ibv_srq* make_srq(ibv_pd* pd, void* srq_context, const ibv_srq_attr& attr,
+                  const std::optional<core::Device::XrcSrq>& xrc) {
+  auto* srq = new (std::nothrow) ibv_srq{};
+  if (srq == nullptr) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  host::DeviceLink& device = link(pd->context);
+  const auto handle = xrc ? device.create_xrc_srq(pd_handle(pd), attr.max_wr, attr.max_sge, attr.srq_limit, *xrc)
+                          : device.create_srq(pd_handle(pd), attr.max_wr, attr.max_sge, attr.srq_limit);
+  if (!handle) {
+    delete srq;
+    errno = handle.error();
+    return nullptr;
+  }
+  srq->context = pd->context;
+  srq->srq_context = srq_context;
+  srq->pd = pd;
+  srq->handle = *handle;
+  pthread_mutex_init(&srq->mutex, nullptr);
+  pthread_cond_init(&srq->cond, nullptr);
+  track(srq);
+  return srq;
+}
+
+// verbs_context.create_srq_ex: what verbs.h does not send to ibv_create_srq, a basic SRQ with
+// more comp_mask bits or an XRC SRQ (a PD, an XRC domain and a CQ, annex A14). Tag matching
+// is not offered.
+ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr) {
+  constexpr std::uint32_t kKnown =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  if (attr == nullptr || attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ||
+      attr->pd == nullptr) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  const ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
+  if ((attr->comp_mask & ~kKnown) || (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) ||
+      (type == IBV_SRQT_XRC && !offers_xrc(context))) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  std::optional<core::Device::XrcSrq> xrc;
+  if (type == IBV_SRQT_XRC) {
+    const std::uint32_t needed = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+    if ((attr->comp_mask & needed) != needed || attr->xrcd == nullptr || attr->cq == nullptr) {
+      errno = EINVAL;
+      return nullptr;
+    }
+    xrc = core::Device::XrcSrq{xrcd_handle(attr->xrcd), attr->cq->handle};
+  }
+  return make_srq(attr->pd, attr->srq_context, attr->attr, xrc);
+}
+
+// An SRQ's number is its engine handle: what XRC initiators name in their XRCETH.
+int get_srq_num_op(ibv_srq* srq, std::uint32_t* srq_num) {
+  if (srq == nullptr || srq_num == nullptr) return EINVAL;
+  *srq_num = srq->handle;
+  return 0;
+}
+
 }  // namespace softrdma::shim
 
 using namespace softrdma::shim;
@@ -65,26 +128,7 @@ ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* srq = new (std::nothrow) ibv_srq{};
-  if (srq == nullptr) {
-    errno = ENOMEM;
-    return nullptr;
-  }
-  const auto handle =
-      link(pd->context).create_srq(pd_handle(pd), attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit);
-  if (!handle) {
-    delete srq;
-    errno = handle.error();
-    return nullptr;
-  }
-  srq->context = pd->context;
-  srq->srq_context = attr->srq_context;
-  srq->pd = pd;
-  srq->handle = *handle;
-  pthread_mutex_init(&srq->mutex, nullptr);
-  pthread_cond_init(&srq->cond, nullptr);
-  track(srq);
-  return srq;
+  return make_srq(pd, attr->srq_context, attr->attr, std::nullopt);
 }
 
 SRDMA_LATEST_1_1(ibv_modify_srq)

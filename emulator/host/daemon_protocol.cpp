@@ -18,6 +18,7 @@ void Writer::put_wr(const core::SendWr& wr) {
   put(wr.ah);
   put(wr.remote_qpn);
   put(wr.remote_qkey);
+  put(wr.xrc_remote_srq);
   put(wr.mw_rkey);
   put(wr.bind_new_rkey);
   put(wr.bind_mr_lkey);
@@ -43,6 +44,7 @@ void Reader::get_wr(core::SendWr& wr) {
   wr.ah = get<std::uint32_t>();
   wr.remote_qpn = get<std::uint32_t>();
   wr.remote_qkey = get<std::uint32_t>();
+  wr.xrc_remote_srq = get<std::uint32_t>();
   wr.mw_rkey = get<std::uint32_t>();
   wr.bind_new_rkey = get<std::uint32_t>();
   wr.bind_mr_lkey = get<std::uint32_t>();

@@ -49,6 +49,17 @@ class DeviceLink {
   virtual int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) = 0;
   virtual int destroy_srq(std::uint32_t srq) = 0;
 
+  // XRC (IBTA vol. 1 annex A14; core::Device's verbs, with its errno values). A link that does
+  // not carry them has none: has_xrc() false, and each call fails with EOPNOTSUPP.
+  virtual bool has_xrc() const { return false; }
+  virtual core::Expected<std::uint32_t> alloc_xrcd() { return unsupported(); }
+  virtual int dealloc_xrcd(std::uint32_t) { return EOPNOTSUPP; }
+  virtual core::Expected<std::uint32_t> create_xrc_srq(std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t,
+                                                       const core::Device::XrcSrq&) {
+    return unsupported();
+  }
+  virtual int open_qp(std::uint32_t, std::uint32_t) { return EOPNOTSUPP; }
+
   virtual core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) = 0;
   virtual int destroy_ah(std::uint32_t ah) = 0;
 
@@ -90,10 +101,10 @@ class DeviceLink {
   // The iWARP connection manager (core/iwarp_cm.hpp) of a device that has one, with its errno
   // values; a RoCE device has none (EOPNOTSUPP). Its events go to the handler set here, on
   // the same terms as the others.
-  virtual core::Expected<std::uint32_t> iw_listen(const core::TcpEndpoint&) { return no_iwarp_cm(); }
+  virtual core::Expected<std::uint32_t> iw_listen(const core::TcpEndpoint&) { return unsupported(); }
   virtual int iw_stop_listening(std::uint32_t) { return EOPNOTSUPP; }
   virtual core::Expected<std::uint32_t> iw_connect(const core::TcpEndpoint&, std::uint32_t, const core::MpaOffer&) {
-    return no_iwarp_cm();
+    return unsupported();
   }
   virtual int iw_accept(std::uint32_t, std::uint32_t, const core::MpaOffer&) { return EOPNOTSUPP; }
   virtual int iw_reject(std::uint32_t, std::span<const std::uint8_t>) { return EOPNOTSUPP; }
@@ -102,7 +113,7 @@ class DeviceLink {
   virtual void set_iw_handler(IwarpEventHandler) {}
 
  private:
-  static core::Expected<std::uint32_t> no_iwarp_cm() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
+  static core::Expected<std::uint32_t> unsupported() { return core::Expected<std::uint32_t>::error(EOPNOTSUPP); }
 };
 
 }  // namespace softrdma::host

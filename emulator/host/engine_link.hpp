@@ -86,6 +86,21 @@ class EngineLink : public DeviceLink {
     return host_.call([&](core::Device& d, core::Time) { return d.destroy_srq(srq); });
   }
 
+  bool has_xrc() const override { return true; }
+  core::Expected<std::uint32_t> alloc_xrcd() override {
+    return host_.call([](core::Device& d, core::Time) { return d.alloc_xrcd(); });
+  }
+  int dealloc_xrcd(std::uint32_t xrcd) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.dealloc_xrcd(xrcd); });
+  }
+  core::Expected<std::uint32_t> create_xrc_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                               std::uint32_t limit, const core::Device::XrcSrq& xrc) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.create_srq(pd, max_wr, max_sge, limit, xrc); });
+  }
+  int open_qp(std::uint32_t xrcd, std::uint32_t qpn) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.open_qp(xrcd, qpn); });
+  }
+
   core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) override {
     return host_.call([&](core::Device& d, core::Time) { return d.create_ah(pd, av); });
   }

@@ -91,7 +91,8 @@ NETNS_ACTIVE_MTU = 1024  # what the device reports on a 1500-byte interface (ver
 
 PACKAGES = {
     "ibv_rc_pingpong": "ibverbs-utils", "ibv_uc_pingpong": "ibverbs-utils", "ibv_ud_pingpong": "ibverbs-utils",
-    "ibv_srq_pingpong": "ibverbs-utils", "ucx_info": "ucx-utils", "ucx_perftest": "ucx-utils",
+    "ibv_srq_pingpong": "ibverbs-utils", "ibv_xsrq_pingpong": "ibverbs-utils", "ucx_info": "ucx-utils",
+    "ucx_perftest": "ucx-utils",
 }
 
 # A line like these on either side fails the pair whatever the exit codes say (rc_pingpong -c
@@ -164,6 +165,9 @@ def perftest(name, program, args, size, iters, server_row=True):
     return Pair(name, program, args + ["-n", str(iters)], row if server_row else [], row)
 
 
+# ibv_xsrq_pingpong prints both ends' numbers, then "success" when every receive completed.
+XSRQ_LINES = [rf"^\s*{who}: LID [0-9a-f]{{4}}, QPN RECV [0-9a-f]{{6}} SEND [0-9a-f]{{6}}, PSN [0-9a-f]{{6}}, "
+              r"SRQN [0-9a-f]{6}" for who in ("local", "remote")] + [r"^success$"]
 TIMESTAMP_LINES = [rf"^{w} receive completion clock cycles = [1-9]" for w in ("Max", "Min", "Average")]
 RC_SIZES = [1, 100, 4097, 65536, 1 << 20]
 MTUS = [256, 512, 1024, 2048, 4096]
@@ -198,6 +202,11 @@ PAIRS += [
     pingpong("ibv_ud_pingpong.chk", "ibv_ud_pingpong", ["-c", "-s", "2048", "-n", "100"], 2048, 100,
              netns_args=["-c", "-s", str(NETNS_ACTIVE_MTU - 40), "-n", "100"], netns_size=NETNS_ACTIVE_MTU - 40),
     pingpong("ibv_srq_pingpong.chk", "ibv_srq_pingpong", ["-c", "-n", "100"], 4096, 100),
+    # XRC: each side's initiator sends into the peer's XRC SRQ through the peer's target QP;
+    # "success" only after every exchange completed without an error status.
+    Pair("ibv_xsrq_pingpong", "ibv_xsrq_pingpong", ["-n", "100"], XSRQ_LINES, XSRQ_LINES),
+    Pair("ibv_xsrq_pingpong.events", "ibv_xsrq_pingpong", ["-e", "-n", "100"], XSRQ_LINES, XSRQ_LINES,
+         modes=("loop",)),
 
     # perftest: RC, and UC / UD where the test allows them.
     perftest("ib_send_bw.rc", "ib_send_bw", ["-c", "RC", "-s", "65536"], 65536, BW_ITERS),

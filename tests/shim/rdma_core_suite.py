@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rdma-core's own Python test suite (v44, Debian's python3-pyverbs) on softrdma.
 
-usage: /usr/bin/python3 rdma_core_suite.py SOFTRDMA [--category core] [--min-pass 92] [-k PATTERN]...
+usage: /usr/bin/python3 rdma_core_suite.py SOFTRDMA [--category core] [--min-pass 98] [-k PATTERN]...
                                           [--all] [--timeout 600] [--test-timeout 60] [--env NAME=VALUE]...
                                           [--daemon SOFTRDMAD [--daemon-ip 127.0.0.1] [--daemon-option OPT]...]
 
@@ -434,8 +434,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("softrdma", help="the softrdma executable")
     p.add_argument("--category", default="core", help="inventory category judged (default core)")
-    p.add_argument("--min-pass", type=int, default=92,
-                   help="passes required (default 92; every selected test when -k selects fewer)")
+    p.add_argument("--min-pass", type=int, default=98,
+                   help="passes required (default 98; every selected test when -k selects fewer)")
     p.add_argument("-k", dest="patterns", action="append", default=[], help="unittest -k pattern (repeatable)")
     p.add_argument("--all", action="store_true", help="also run tests outside the category (reported, not judged)")
     p.add_argument("--timeout", type=float, default=600, help="bound on the whole run, seconds (default 600)")

@@ -309,18 +309,19 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   errno = 0;
   CHECK(ibv_import_pd(d.ctx, 1) == nullptr);
   CHECK(errno == EOPNOTSUPP);
-  ibv_qp_init_attr xrc{};
-  xrc.send_cq = xrc.recv_cq = cq;
-  xrc.qp_type = IBV_QPT_XRC_SEND;
-  xrc.cap.max_send_wr = 1;
+  ibv_qp_init_attr raw{};
+  raw.send_cq = raw.recv_cq = cq;
+  raw.qp_type = IBV_QPT_RAW_PACKET;
+  raw.cap.max_send_wr = 1;
   errno = 0;
-  CHECK(ibv_create_qp(pd, &xrc) == nullptr);
+  CHECK(ibv_create_qp(pd, &raw) == nullptr);
   CHECK(errno == EOPNOTSUPP);
 
   // Inline verbs whose verbs_context op is NULL: verbs.h itself answers EOPNOTSUPP.
-  ibv_xrcd_init_attr xrcd_attr{};
+  ibv_alloc_dm_attr dm_attr{};
+  dm_attr.length = 64;
   errno = 0;
-  CHECK(ibv_open_xrcd(d.ctx, &xrcd_attr) == nullptr);
+  CHECK(ibv_alloc_dm(d.ctx, &dm_attr) == nullptr);
   CHECK(errno == EOPNOTSUPP);
   ibv_td_init_attr td_attr{};
   errno = 0;
@@ -343,9 +344,100 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   errno = 0;
   CHECK(ibv_create_qp_ex(d.ctx, &qp_attr) == nullptr);
   CHECK(errno == EOPNOTSUPP);
+  ibv_srq_init_attr_ex tm{};
+  tm.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
+  tm.srq_type = IBV_SRQT_TM;
+  tm.pd = pd;
+  tm.cq = cq;
+  tm.attr.max_wr = tm.attr.max_sge = 1;
+  tm.tm_cap.max_num_tags = 1;
+  errno = 0;
+  CHECK(ibv_create_srq_ex(d.ctx, &tm) == nullptr);
+  CHECK(errno == EOPNOTSUPP);
 
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
+}
+
+// XRC domains through verbs.h's inline wrappers, with uverbs' errno values: one per file inode
+// (O_EXCL refuses an open one, a new one needs O_CREAT), busy while an XRC SRQ or target is in
+// it; an XRC target opened again outlives its creator.
+TEST_CASE("XRC: domains shared by file, XRC SRQs with numbers, targets opened again", "[shim][xrc]") {
+  DeviceWithPdCq d;
+  ibv_device_attr attr{};
+  REQUIRE(ibv_query_device(d.ctx, &attr) == 0);
+  CHECK((attr.device_cap_flags & IBV_DEVICE_XRC) != 0);
+  char path[] = "/tmp/softrdma_xrcd_XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::unlink(path);
+  ibv_xrcd_init_attr xa{};
+  xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xa.fd = fd;
+  xa.oflags = 0;
+  errno = 0;
+  CHECK(ibv_open_xrcd(d.ctx, &xa) == nullptr);
+  CHECK(errno == EAGAIN);  // no domain for the file yet, and no O_CREAT
+  xa.oflags = O_CREAT;
+  ibv_xrcd* first = ibv_open_xrcd(d.ctx, &xa);
+  REQUIRE(first != nullptr);
+  ibv_xrcd* second = ibv_open_xrcd(d.ctx, &xa);
+  REQUIRE(second != nullptr);
+  xa.oflags = O_CREAT | O_EXCL;
+  errno = 0;
+  CHECK(ibv_open_xrcd(d.ctx, &xa) == nullptr);
+  CHECK(errno == EINVAL);
+
+  ibv_srq_init_attr_ex sa{};
+  sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  sa.srq_type = IBV_SRQT_XRC;
+  sa.pd = d.pd;
+  sa.xrcd = second;  // the same domain as `first`
+  sa.cq = d.cq;
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq_ex(d.ctx, &sa);
+  REQUIRE(srq != nullptr);
+  std::uint32_t srqn = 0;
+  CHECK(ibv_get_srq_num(srq, &srqn) == 0);
+  CHECK(srqn != 0);
+
+  ibv_qp_init_attr_ex qa{};
+  qa.qp_type = IBV_QPT_XRC_RECV;
+  qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  qa.xrcd = first;
+  ibv_qp* target = ibv_create_qp_ex(d.ctx, &qa);
+  REQUIRE(target != nullptr);
+  ibv_qp_open_attr oa{};
+  oa.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  oa.qp_num = target->qp_num;
+  oa.xrcd = second;
+  oa.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp* opened = ibv_open_qp(d.ctx, &oa);
+  REQUIRE(opened != nullptr);
+  CHECK(opened->qp_num == target->qp_num);
+  ibv_recv_wr rw{};
+  ibv_recv_wr* bad = nullptr;
+  CHECK(ibv_post_recv(target, &rw, &bad) == EINVAL);  // a target has no receive queue
+
+  qa = {};
+  qa.qp_type = IBV_QPT_XRC_SEND;
+  qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+  qa.pd = d.pd;
+  qa.send_cq = d.cq;
+  qa.cap.max_send_wr = 1;
+  ibv_qp* initiator = ibv_create_qp_ex(d.ctx, &qa);
+  REQUIRE(initiator != nullptr);
+  CHECK(qa.cap.max_recv_wr == 0);
+
+  CHECK(ibv_close_xrcd(first) == 0);  // one of two opens: the domain stays
+  CHECK(ibv_destroy_qp(target) == 0);
+  CHECK(ibv_close_xrcd(second) == EBUSY);  // the opened target and the XRC SRQ are in it
+  CHECK(ibv_destroy_qp(opened) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_close_xrcd(second) == 0);
+  CHECK(ibv_destroy_qp(initiator) == 0);
+  ::close(fd);
 }
 
 TEST_CASE("completion timestamps: a 1 GHz core clock on CLOCK_MONOTONIC, readable in cycles and wall-clock ns",
