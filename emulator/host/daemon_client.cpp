@@ -338,6 +338,10 @@ core::Expected<std::uint32_t> DaemonClient::create_srq(std::uint32_t pd, std::ui
     out.put(max_sge);
     out.put(limit);
   });
+  return with_view(srq, max_sge);
+}
+
+core::Expected<std::uint32_t> DaemonClient::with_view(core::Expected<std::uint32_t> srq, std::uint32_t max_sge) {
   std::lock_guard lock(post_mutex_);
   if (srq) srq_views_[*srq] = SrqView{max_sge, 0};
   return srq;
@@ -387,11 +391,35 @@ int DaemonClient::destroy_ah(std::uint32_t ah) {
   return err;
 }
 
+core::Expected<std::uint32_t> DaemonClient::alloc_xrcd() {
+  return create<std::uint32_t>(Op::alloc_xrcd, [](Writer&) {});
+}
+
+int DaemonClient::dealloc_xrcd(std::uint32_t xrcd) { return simple(Op::dealloc_xrcd, xrcd); }
+
+core::Expected<std::uint32_t> DaemonClient::create_xrc_srq(std::uint32_t pd, std::uint32_t max_wr,
+                                                           std::uint32_t max_sge, std::uint32_t limit,
+                                                           const core::Device::XrcSrq& xrc) {
+  auto srq = create<std::uint32_t>(Op::create_xrc_srq, [&](Writer& out) {
+    out.put(pd);
+    out.put(max_wr);
+    out.put(max_sge);
+    out.put(limit);
+    out.put(xrc.xrcd);
+    out.put(xrc.cq);
+  });
+  return with_view(srq, max_sge);
+}
+
+int DaemonClient::open_qp(std::uint32_t xrcd, std::uint32_t qpn) { return simple(Op::open_qp, xrcd, qpn); }
+
 core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& attr) {
   auto qp = create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
   std::lock_guard lock(post_mutex_);
   if (qp) {
-    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.srq != 0};
+    const bool own_rq =
+        attr.srq == 0 && attr.qp_type != core::QpType::xrc_send && attr.qp_type != core::QpType::xrc_recv;
+    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, !own_rq};
     if (work_) work_->clear_room(qp->qpn);  // what an earlier QP of this number left there
   }
   return qp;

@@ -75,6 +75,12 @@ class DaemonClient final : public DeviceLink {
   int destroy_srq(std::uint32_t srq) override;
   core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) override;
   int destroy_ah(std::uint32_t ah) override;
+  bool has_xrc() const override { return true; }
+  core::Expected<std::uint32_t> alloc_xrcd() override;
+  int dealloc_xrcd(std::uint32_t xrcd) override;
+  core::Expected<std::uint32_t> create_xrc_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                               std::uint32_t limit, const core::Device::XrcSrq& xrc) override;
+  int open_qp(std::uint32_t xrcd, std::uint32_t qpn) override;
   core::Expected<core::QpCreated> create_qp(const core::QpInitAttr& attr) override;
   int modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) override;
   int query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) override;
@@ -166,7 +172,7 @@ class DaemonClient final : public DeviceLink {
     core::QpType type = core::QpType::rc;
     core::QpState state = core::QpState::reset;
     core::QpCap cap;
-    bool on_srq = false;
+    bool on_srq = false;  // or no receive queue at all (XRC)
     std::uint32_t send_credits = 0;
     std::uint32_t recv_credits = 0;
     std::uint32_t send_pushed = 0;  // WRs put in the work ring so far (free-running)
@@ -179,6 +185,8 @@ class DaemonClient final : public DeviceLink {
   std::mutex post_mutex_;  // guards the views, work_'s producer side and record_
   std::unordered_map<std::uint32_t, QpView> qp_views_;
   std::unordered_map<std::uint32_t, SrqView> srq_views_;
+  // Records a created SRQ's view, and returns it.
+  core::Expected<std::uint32_t> with_view(core::Expected<std::uint32_t> srq, std::uint32_t max_sge);
   std::unordered_set<std::uint32_t> ahs_;
   std::unique_ptr<WorkRing> work_;  // null: posts go as requests
   int doorbell_fd_ = -1;

@@ -177,8 +177,13 @@ bool DaemonServer::handle_destroy_ah(Client& c, daemon::Reader& in, daemon::Writ
 bool DaemonServer::handle_create_qp(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   const auto init = in.get<core::QpInitAttr>();
   if (!in.done()) return false;
-  if (!owns(c, &Client::pds, init.pd) || !owns(c, &Client::cqs, init.send_cq) || !owns(c, &Client::cqs, init.recv_cq) ||
-      (init.srq != 0 && !owns(c, &Client::srqs, init.srq))) {
+  // An XRC target names only its domain; an initiator no receive CQ (annex A14).
+  const bool owned = init.qp_type == core::QpType::xrc_recv
+                         ? owns(c, &Client::xrcds, init.xrcd)
+                         : owns(c, &Client::pds, init.pd) && owns(c, &Client::cqs, init.send_cq) &&
+                               (init.qp_type == core::QpType::xrc_send || owns(c, &Client::cqs, init.recv_cq)) &&
+                               (init.srq == 0 || owns(c, &Client::srqs, init.srq));
+  if (!owned) {
     put_status(out, EINVAL);
     return true;
   }
@@ -193,7 +198,7 @@ bool DaemonServer::handle_modify_qp(Client& c, daemon::Reader& in, daemon::Write
   const auto attr = in.get<core::QpAttr>();
   const auto mask = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::qps, qpn) ? link_->modify_qp(qpn, attr, mask) : EINVAL);
+  put_status(out, holds_qp(c, qpn) ? link_->modify_qp(qpn, attr, mask) : EINVAL);
   return true;
 }
 
@@ -202,7 +207,7 @@ bool DaemonServer::handle_query_qp(Client& c, daemon::Reader& in, daemon::Writer
   if (!in.done()) return false;
   core::QpAttr attr;
   core::QpInitAttr init;
-  const int err = owns(c, &Client::qps, qpn) ? link_->query_qp(qpn, attr, init) : EINVAL;
+  const int err = holds_qp(c, qpn) ? link_->query_qp(qpn, attr, init) : EINVAL;
   put_status(out, err);
   if (err == 0) {
     out.put(attr);
@@ -214,6 +219,10 @@ bool DaemonServer::handle_query_qp(Client& c, daemon::Reader& in, daemon::Writer
 bool DaemonServer::handle_destroy_qp(Client& c, daemon::Reader& in, daemon::Writer& out, int&) {
   const auto qpn = in.get<std::uint32_t>();
   if (!in.done()) return false;
+  if (const auto closed = close_opened_qp(c, qpn)) {
+    put_status(out, *closed);
+    return true;
+  }
   const int err = owns(c, &Client::qps, qpn) ? link_->destroy_qp(qpn) : EINVAL;
   if (err == 0) {
     forget(c, &Client::qps, qpn);

@@ -26,7 +26,8 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-inline constexpr std::uint32_t kVersion = 6;         // 2: CQ rings; 3: work rings; 4: CM; 5: multicast; 6: iWARP CM
+// 2: CQ rings; 3: work rings; 4: CM; 5: multicast; 6: iWARP CM; 7: XRC
+inline constexpr std::uint32_t kVersion = 7;
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19 +
@@ -96,6 +97,12 @@ enum class Op : std::uint32_t {
   iw_reject,
   iw_disconnect,
   iw_destroy,
+  // XRC (DeviceLink's XRC calls): alloc_xrcd -> handle; dealloc_xrcd u32 -> errno;
+  // create_xrc_srq u32 pd, max_wr, max_sge, limit, xrcd, cq -> handle; open_qp u32 xrcd, QPN -> errno.
+  alloc_xrcd,
+  dealloc_xrcd,
+  create_xrc_srq,
+  open_qp,
   end_of_ops,  // not an op: one past the last, so that the daemon's handler table covers each
 };
 

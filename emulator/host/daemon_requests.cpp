@@ -64,6 +64,10 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     set(Op::modify_qp, &DaemonServer::handle_modify_qp);
     set(Op::query_qp, &DaemonServer::handle_query_qp);
     set(Op::destroy_qp, &DaemonServer::handle_destroy_qp);
+    set(Op::alloc_xrcd, &DaemonServer::handle_alloc_xrcd);
+    set(Op::dealloc_xrcd, &DaemonServer::handle_dealloc_xrcd);
+    set(Op::create_xrc_srq, &DaemonServer::handle_create_xrc_srq);
+    set(Op::open_qp, &DaemonServer::handle_open_qp);
     set(Op::post_send, &DaemonServer::handle_post_send);
     set(Op::post_recv, &DaemonServer::handle_post_recv);
     set(Op::post_srq_recv, &DaemonServer::handle_post_srq_recv);

@@ -303,6 +303,7 @@ void DaemonServer::release(Client& c) {
   Client owned;
   {
     std::lock_guard lock(mutex_);
+    owned.opened_qps.swap(c.opened_qps);
     owned.qps.swap(c.qps);
     owned.mws.swap(c.mws);
     owned.ahs.swap(c.ahs);
@@ -310,7 +311,10 @@ void DaemonServer::release(Client& c) {
     owned.srqs.swap(c.srqs);
     owned.cqs.swap(c.cqs);
     owned.pds.swap(c.pds);
+    owned.xrcds.swap(c.xrcds);
   }
+  for (const auto& [qpn, handles] : owned.opened_qps)
+    for (std::uint32_t i = 0; i < handles; ++i) link_->destroy_qp(qpn);
   for (std::uint32_t qpn : owned.qps) link_->destroy_qp(qpn);
   for (const auto& [index, key] : owned.mws) link_->dealloc_mw(key);
   for (std::uint32_t ah : owned.ahs) link_->destroy_ah(ah);
@@ -321,6 +325,7 @@ void DaemonServer::release(Client& c) {
     forget_ring(cq);
   }
   for (std::uint32_t pd : owned.pds) link_->dealloc_pd(pd);
+  for (std::uint32_t xrcd : owned.xrcds) link_->dealloc_xrcd(xrcd);  // after the SRQs and targets in them
   if (c.slot != 0) on_engine([&](core::Device&, core::Time) { memory_.detach(c.slot); });
   // Last: fill_rings publishes room into the work ring while any CQ ring of this client lives.
   std::lock_guard work_lock(c.work_mutex);

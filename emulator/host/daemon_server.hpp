@@ -92,7 +92,9 @@ class DaemonServer final : private WorkSource {
     std::uint16_t slot = 0;  // in ProcessMemory; 0 until Hello
     // What the client created, guarded by mutex_. MRs and MWs by key index (key >> 8): an MW's
     // key byte changes with every bind.
-    std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps;
+    std::unordered_set<std::uint32_t> pds, cqs, srqs, ahs, qps, xrcds;
+    // The XRC targets it opened again (open_qp), QPN -> handles: each destroy_qp closes one.
+    std::unordered_map<std::uint32_t, std::uint32_t> opened_qps;
     std::unordered_map<std::uint32_t, std::uint32_t> mrs, mws;  // index -> key
     // Its connection manager listeners and connections (communication IDs, or the iWARP CM's
     // connections): those it opened, and those a peer's REQ, SIDR_REQ or MPA Request opened for
@@ -153,6 +155,15 @@ class DaemonServer final : private WorkSource {
   bool handle_modify_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_query_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_destroy_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // XRC domains, XRC SRQs and targets opened again (daemon_xrc_requests.cpp).
+  bool handle_alloc_xrcd(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_dealloc_xrcd(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_create_xrc_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_open_qp(Client&, daemon::Reader&, daemon::Writer&, int&);
+  // Whether the client holds `qpn`: its own QP, or a target it opened (under mutex_).
+  bool holds_qp(Client& client, std::uint32_t qpn);
+  // Closes one handle the client opened on the target `qpn`; nullopt when it opened none.
+  std::optional<int> close_opened_qp(Client& client, std::uint32_t qpn);
   bool handle_attach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_detach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
   using Membership = int (DeviceLink::*)(std::uint32_t qpn, const core::Gid& group);

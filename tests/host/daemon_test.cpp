@@ -581,3 +581,33 @@ TEST_CASE("daemon: a client's UD QP joins a group, hears another client's SEND t
   CHECK(d.host->stats().device.mcast_rcvd == 1);
   CHECK(d.host->stats().device.mcast_dropped == 0);  // nothing came: the socket left the group
 }
+
+TEST_CASE("daemon: XRC domains are their client's, and opened targets and everything XRC a client leaves are freed",
+          "[daemon][xrc]") {
+  Daemon d("127.83.99.1");
+  Client owner(d), other(d);
+  const std::size_t qps_before = d.live_qps();
+  const std::uint32_t xrcd = *owner.link->alloc_xrcd();
+  CHECK(other.link->create_xrc_srq(other.pd, 4, 1, 0, {xrcd, other.cq}).error() == EINVAL);
+  CHECK(other.link->dealloc_xrcd(xrcd) == EINVAL);
+  const auto srq = owner.link->create_xrc_srq(owner.pd, 4, 1, 0, {xrcd, owner.cq});
+  REQUIRE(srq.ok());
+  core::QpInitAttr tgt;
+  tgt.qp_type = core::QpType::xrc_recv;
+  tgt.xrcd = xrcd;
+  CHECK(other.link->create_qp(tgt).error() == EINVAL);
+  const auto target = owner.link->create_qp(tgt);
+  REQUIRE(target.ok());
+  CHECK(other.link->open_qp(xrcd, target->qpn) == EINVAL);
+  REQUIRE(owner.link->open_qp(xrcd, target->qpn) == 0);
+  REQUIRE(owner.link->destroy_qp(target->qpn) == 0);  // one handle: the target stays
+  CHECK(d.live_qps() == qps_before + 1);
+  CHECK(owner.link->dealloc_xrcd(xrcd) == EBUSY);
+
+  // The owner goes: its handle on the target, the XRC SRQ and the domain go with it.
+  owner.link.reset();
+  CHECK(eventually([&] { return d.live_qps() == qps_before - 1 && d.server->client_count() == 1; }));
+  const auto fresh = other.link->alloc_xrcd();
+  REQUIRE(fresh.ok());
+  CHECK(*fresh == xrcd);  // the freed handle, reused
+}
