@@ -65,6 +65,16 @@ void CqRing::fill(core::Device& device, std::uint32_t cq, std::vector<std::uint3
   header().pending.store(room == 0 ? 1 : 0, std::memory_order_release);
 }
 
+std::uint32_t CqRing::unread() const {
+  const std::uint32_t used = head_ - header().tail.load(std::memory_order_acquire);
+  return std::min(used, capacity_);
+}
+
+std::uint32_t CqRing::held() const {
+  const CqRingHeader& h = header();
+  return h.head.load(std::memory_order_acquire) - h.tail.load(std::memory_order_relaxed);
+}
+
 std::size_t CqRing::take(std::span<core::Wc> out) {
   CqRingHeader& h = header();
   const std::uint32_t head = h.head.load(std::memory_order_acquire);

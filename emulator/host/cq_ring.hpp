@@ -60,9 +60,14 @@ class CqRing {
   // Daemon: moves the engine's completions of `cq` into the ring while it has room; sets or
   // clears `pending`; appends the QPN of each completion moved to `qpns`. Under the host's lock.
   void fill(core::Device& device, std::uint32_t cq, std::vector<std::uint32_t>& qpns);
+  // Daemon: completions in the ring the client has not taken (a nonsensical tail: all of them).
+  // Under the host's lock.
+  std::uint32_t unread() const;
   // Client: takes up to out.size() completions; one thread at a time.
   std::size_t take(std::span<core::Wc> out);
   bool pending() const { return header().pending.load(std::memory_order_acquire) != 0; }
+  // Client: completions published and not yet taken.
+  std::uint32_t held() const;
 
  private:
   CqRing(void* base, std::size_t bytes, std::uint32_t capacity);

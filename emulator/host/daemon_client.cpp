@@ -283,7 +283,30 @@ int DaemonClient::destroy_cq(std::uint32_t cq) {
   }
   return err;
 }
-int DaemonClient::resize_cq(std::uint32_t cq, std::uint32_t cqe) { return simple(Op::resize_cq, cq, cqe); }
+int DaemonClient::resize_cq(std::uint32_t cq, std::uint32_t cqe) {
+  {
+    // Completions in the ring are still in the CQ: fewer entries than those fail, as the engine
+    // refuses a size below the completions it holds itself.
+    std::shared_lock lock(cqs_mutex_);
+    if (const auto it = cqs_.find(cq); it != cqs_.end()) {
+      RingedCq& c = *it->second;
+      std::lock_guard consumer(c.consumer);
+      if (c.kept.size() + c.ring->held() > cqe) return EINVAL;
+    }
+  }
+  return simple(Op::resize_cq, cq, cqe);
+}
+
+void DaemonClient::forget_completions(std::uint32_t cq, std::uint32_t qpn) {
+  std::shared_lock lock(cqs_mutex_);
+  const auto it = cqs_.find(cq);
+  if (it == cqs_.end()) return;
+  RingedCq& c = *it->second;
+  std::lock_guard consumer(c.consumer);
+  core::Wc wc;
+  while (c.ring->take(std::span(&wc, 1)) == 1) c.kept.push_back(wc);
+  std::erase_if(c.kept, [qpn](const core::Wc& w) { return w.qp_num == qpn; });
+}
 
 // From the CQ's ring; a request only when the ring ran full and completions wait in the
 // engine (cq_ring.hpp). Once the daemon is gone, what the ring holds is still returned, then EIO.
@@ -296,7 +319,10 @@ int DaemonClient::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   }
   RingedCq& c = *it->second;
   std::lock_guard consumer(c.consumer);
-  std::size_t n = c.ring->take(out);
+  std::size_t n = std::min(out.size(), c.kept.size());
+  std::copy_n(c.kept.begin(), n, out.begin());
+  c.kept.erase(c.kept.begin(), c.kept.begin() + static_cast<std::ptrdiff_t>(n));
+  n += c.ring->take(out.subspan(n));
   if (n < out.size() && c.ring->pending()) {
     if (const int err = simple(Op::drain_cq, cq); err != 0) return n > 0 ? static_cast<int>(n) : -err;
     n += c.ring->take(out.subspan(n));
@@ -419,7 +445,7 @@ core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& 
   if (qp) {
     const bool own_rq =
         attr.srq == 0 && attr.qp_type != core::QpType::xrc_send && attr.qp_type != core::QpType::xrc_recv;
-    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, !own_rq};
+    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.send_cq, attr.recv_cq, !own_rq};
     if (work_) work_->clear_room(qp->qpn);  // what an earlier QP of this number left there
   }
   return qp;
@@ -429,10 +455,18 @@ core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& 
 // states that take WRs alike (RTS, SQD, SQE, ERR), so the view's state is exact for the checks.
 int DaemonClient::modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) {
   const int err = simple(Op::modify_qp, qpn, attr, mask);
-  std::lock_guard lock(post_mutex_);
-  if (auto it = qp_views_.find(qpn); err == 0 && it != qp_views_.end()) {
-    if (mask & core::qp_attr::state) it->second.state = attr.qp_state;
-    it->second.send_credits = it->second.recv_credits = 0;  // RESET empties queues: ask again
+  std::unique_lock lock(post_mutex_);
+  const auto it = qp_views_.find(qpn);
+  if (err != 0 || it == qp_views_.end()) return err;
+  const bool to_reset = (mask & core::qp_attr::state) && attr.qp_state == core::QpState::reset &&
+                        it->second.state != core::QpState::reset;
+  if (mask & core::qp_attr::state) it->second.state = attr.qp_state;
+  it->second.send_credits = it->second.recv_credits = 0;  // RESET empties queues: ask again
+  const std::uint32_t send_cq = it->second.send_cq, recv_cq = it->second.recv_cq;
+  lock.unlock();
+  if (to_reset) {
+    forget_completions(send_cq, qpn);
+    if (recv_cq != send_cq) forget_completions(recv_cq, qpn);
   }
   return err;
 }

@@ -166,12 +166,18 @@ class DaemonClient final : public DeviceLink {
   struct RingedCq {
     std::unique_ptr<CqRing> ring;
     std::mutex consumer;
+    // Taken from the ring to drop a reset QP's completions, and returned before the ring's.
+    std::deque<core::Wc> kept;
   };
+  // Drops the completions of `qpn` from the CQ's ring, as the engine drops those it still holds
+  // when a QP goes back to RESET (core::Device::modify_qp).
+  void forget_completions(std::uint32_t cq, std::uint32_t qpn);
   // The posting side: what the engine would check, known here (see the top of this file).
   struct QpView {
     core::QpType type = core::QpType::rc;
     core::QpState state = core::QpState::reset;
     core::QpCap cap;
+    std::uint32_t send_cq = 0, recv_cq = 0;
     bool on_srq = false;  // or no receive queue at all (XRC)
     std::uint32_t send_credits = 0;
     std::uint32_t recv_credits = 0;

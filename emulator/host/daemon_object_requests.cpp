@@ -86,7 +86,22 @@ bool DaemonServer::handle_resize_cq(Client& c, daemon::Reader& in, daemon::Write
   const auto cq = in.get<std::uint32_t>();
   const auto cqe = in.get<std::uint32_t>();
   if (!in.done()) return false;
-  put_status(out, owns(c, &Client::cqs, cq) ? link_->resize_cq(cq, cqe) : EINVAL);
+  if (!owns(c, &Client::cqs, cq)) {
+    put_status(out, EINVAL);
+    return true;
+  }
+  // The posts the client made before this request complete first (taken from its work ring,
+  // then sent: a call sends what the engine has ready), as an embedded device's have when the
+  // post returns. Completions already in the client's ring are still the CQ's, and a size below
+  // them fails as one below the engine's does (ibv_resize_cq: EINVAL).
+  drain_work(c);
+  on_engine([](core::Device&, core::Time) {});
+  put_status(out, on_engine([&](core::Device& d, core::Time) {
+               std::lock_guard lock(rings_mutex_);
+               const auto ring = rings_.find(cq);
+               const std::uint32_t unread = ring != rings_.end() ? ring->second.ring->unread() : 0;
+               return unread > cqe ? EINVAL : d.resize_cq(cq, cqe);
+             }));
   return true;
 }
 
