@@ -62,15 +62,16 @@ struct XrcPair {
     REQUIRE(s.dev->modify_qp(0, s.qpn, a, state | timeout | sq_psn | requester) == 0);
   }
 
-  // Moves every packet across until both sides are quiet; returns them in the order sent.
-  std::vector<std::vector<std::uint8_t>> exchange() {
+  // Moves every packet across until both sides are quiet, losing the first `lose` of them;
+  // returns them in the order sent.
+  std::vector<std::vector<std::uint8_t>> exchange(std::size_t lose = 0) {
     std::vector<std::vector<std::uint8_t>> seen;
     for (bool moved = true; moved;) {
       moved = false;
       for (auto [from, to] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
         while (auto p = from->dev->transmit(now)) {
           seen.push_back(p->bytes);
-          to->dev->receive(now, {p->bytes, from->gid(), to->gid(), p->route.src_port});
+          if (seen.size() > lose) to->dev->receive(now, {p->bytes, from->gid(), to->gid(), p->route.src_port});
           moved = true;
         }
       }
@@ -109,6 +110,26 @@ TEST_CASE("an XRC SEND carries XRCETH and lands in the XRC SRQ it names, complet
   CHECK(received[0].qp_num == p.b.qpn);  // the target QP, as ibv_xsrq_pingpong looks it up
   CHECK(received[0].byte_len == 15);
   CHECK(std::memcmp(p.b.buffer.data(), "to the xrc srq", 15) == 0);
+  const auto sent = p.a.poll(p.a.send_cq);
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0].status == WcStatus::success);
+}
+
+TEST_CASE("a lost XRC request is sent again when its ACK times out", "[core][xrc]") {
+  XrcPair p;
+  REQUIRE(p.b.dev->post_srq_recv(p.srq, recv_wr(7, {p.b.sge(0, 64)})) == 0);
+  core::SendWr w = make_wr(WrOpcode::send, 1, {p.a.sge(0, 15)});
+  w.xrc_remote_srq = p.srq;
+  REQUIRE(p.a.dev->post_send(p.now, p.a.qpn, w) == 0);
+  REQUIRE(p.exchange(1).size() == 1);  // the request, lost
+  const auto deadline = p.a.dev->next_deadline();
+  REQUIRE(deadline.has_value());
+  p.now = *deadline;
+  p.a.dev->advance(p.now);
+  const auto packets = p.exchange();
+  REQUIRE(packets.size() == 2);
+  CHECK(opcode_of(packets[0]) == 0xA4);
+  CHECK(p.b.poll(p.b.recv_cq).size() == 1);
   const auto sent = p.a.poll(p.a.send_cq);
   REQUIRE(sent.size() == 1);
   CHECK(sent[0].status == WcStatus::success);
@@ -238,3 +259,67 @@ TEST_CASE("XRC halves take RC's attributes less those of the half they lack", "[
 }
 
 }  // namespace
+
+namespace {
+
+// Each side an initiator towards the other's target and an XRC SRQ of its own, both kinds of
+// completion on one CQ, as rdma-core's xrc_traffic runs them.
+struct XrcSide {
+  XrcSide(Side& s, std::uint32_t cq) : side(s) {
+    xrcd = *s.dev->alloc_xrcd();
+    srq = *s.dev->create_srq(s.pd, 4096, 1, 0, core::Device::XrcSrq{xrcd, cq});
+    core::QpInitAttr ini;
+    ini.qp_type = QpType::xrc_send;
+    ini.pd = s.pd;
+    ini.send_cq = cq;
+    ini.cap = {1024, 0, 1, 0, 0};
+    ini.sq_sig_all = true;
+    initiator = s.dev->create_qp(ini)->qpn;
+    core::QpInitAttr tgt;
+    tgt.qp_type = QpType::xrc_recv;
+    tgt.xrcd = xrcd;
+    target = s.dev->create_qp(tgt)->qpn;
+  }
+  Side& side;
+  std::uint32_t xrcd = 0, srq = 0, initiator = 0, target = 0;
+};
+
+}  // namespace
+
+TEST_CASE("XRC traffic both ways survives a lossy link", "[core][xrc]") {
+  Side a(1, 1 << 16), b(2, 1 << 16);
+  SimNetwork net(*a.dev, *b.dev, GENERATE(51u, 52u, 53u));
+  net.faults[0].loss = net.faults[1].loss = 0.05;
+  XrcSide xa(a, a.send_cq), xb(b, b.send_cq);
+  for (auto [from, to] : {std::pair{&xa, &xb}, std::pair{&xb, &xa}}) {
+    std::swap(from->side.qpn, from->initiator);
+    XrcPair::bring_up(from->side, to->target, to->side.gid(), QpType::xrc_send);
+    std::swap(from->side.qpn, from->initiator);
+    std::swap(to->side.qpn, to->target);
+    XrcPair::bring_up(to->side, from->initiator, from->side.gid(), QpType::xrc_recv);
+    std::swap(to->side.qpn, to->target);
+  }
+  for (XrcSide* x : {&xa, &xb})
+    for (int i = 0; i < 400; ++i) REQUIRE(x->side.dev->post_srq_recv(x->srq, recv_wr(i, {x->side.sge(0, 64)})) == 0);
+  for (int i = 0; i < 200; ++i) {
+    for (auto [from, to] : {std::pair{&xa, &xb}, std::pair{&xb, &xa}}) {
+      core::SendWr w = make_wr(WrOpcode::send, i, {from->side.sge(0, 64)});
+      w.xrc_remote_srq = to->srq;
+      REQUIRE(from->side.dev->post_send(net.now, from->initiator, w) == 0);
+      std::size_t sent = 0, received = 0;
+      const bool done = net.run_until([&] {
+        for (const auto& wc : from->side.poll(from->side.send_cq)) {
+          REQUIRE(wc.status == WcStatus::success);
+          ++sent;
+        }
+        for (const auto& wc : to->side.poll(to->side.send_cq)) {
+          REQUIRE(wc.status == WcStatus::success);
+          ++received;
+        }
+        return sent == 1 && received == 1;
+      });
+      INFO("iteration " << i << ": sent " << sent << ", received " << received);
+      REQUIRE(done);
+    }
+  }
+}
