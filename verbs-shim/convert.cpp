@@ -1,6 +1,7 @@
 #include "verbs-shim/convert.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace softrdma::shim {
 
@@ -199,14 +200,24 @@ void copy_same_named(const From& a, To& out) {
   out.rnr_retry = a.rnr_retry;
 }
 
+// The bits of an enum field the caller may have left uninitialised (a field outside the
+// attribute mask: ibv_xsrq_pingpong reuses one ibv_qp_attr unset): read as its integer, never
+// loaded as the enum, which would be undefined for a value it does not name.
+template <class E>
+std::underlying_type_t<E> bits_of(const E& field) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+
 }  // namespace
 
 core::QpAttr to_core(const ibv_qp_attr& a) {
   core::QpAttr out;
   copy_same_named(a, out);
-  out.qp_state = static_cast<core::QpState>(a.qp_state);
-  out.cur_qp_state = static_cast<core::QpState>(a.cur_qp_state);
-  out.path_mtu = static_cast<core::Mtu>(a.path_mtu);
+  out.qp_state = static_cast<core::QpState>(bits_of(a.qp_state));
+  out.cur_qp_state = static_cast<core::QpState>(bits_of(a.cur_qp_state));
+  out.path_mtu = static_cast<core::Mtu>(bits_of(a.path_mtu));
   out.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
   out.cap = to_core(a.cap);
   out.ah_attr = to_core(a.ah_attr);
