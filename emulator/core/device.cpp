@@ -434,7 +434,7 @@ bool Device::objects_exist(const QpInitAttr& a) {
 // it has.
 QpInitAttr Device::normalised(const QpInitAttr& a) {
   QpInitAttr init = a;
-  const bool own_rq = has_responder(a.qp_type) && a.qp_type != QpType::xrc_recv && !a.srq;
+  const bool own_rq = has_own_receive_queue(a);
   if (a.qp_type != QpType::xrc_recv) init.xrcd = 0;
   if (a.qp_type == QpType::xrc_recv) init.pd = init.send_cq = 0;
   if (!has_responder(a.qp_type) || a.qp_type == QpType::xrc_recv) init.recv_cq = init.srq = 0;
@@ -582,8 +582,7 @@ std::optional<std::uint32_t> Device::room(WorkQueue queue, std::uint32_t handle)
 
 int Device::post_recv(std::uint32_t qpn, const RecvWr& wr) {
   Qp* q = find_qp(qpn);
-  // A QP on an SRQ, and XRC QPs, have no receive queue of their own.
-  if (!q || q->init.srq || q->init.qp_type == QpType::xrc_send || q->init.qp_type == QpType::xrc_recv) return EINVAL;
+  if (!q || !has_own_receive_queue(q->init)) return EINVAL;
   if (const int err = check_recv_wr(q->state(), q->init.cap, wr)) return err;
   if (q->rq.size() >= q->init.cap.max_recv_wr) return ENOMEM;
   q->rq.push_back({wr, sge_total(wr.sg_list)});

@@ -274,6 +274,12 @@ struct QpInitAttr {
   bool sq_sig_all = false;
 };
 
+// Whether a QP takes receive WRs of its own: not on an SRQ, and not XRC (an initiator receives
+// nothing, a target receives into the XRC SRQs of its domain).
+constexpr bool has_own_receive_queue(const QpInitAttr& a) {
+  return a.srq == 0 && a.qp_type != QpType::xrc_send && a.qp_type != QpType::xrc_recv;
+}
+
 struct AsyncEvent {
   AsyncEventType type = AsyncEventType::port_active;
   std::uint32_t element = 0;  // QPN, CQ handle, SRQ handle or port number, by type

@@ -443,9 +443,8 @@ core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& 
   auto qp = create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });
   std::lock_guard lock(post_mutex_);
   if (qp) {
-    const bool own_rq =
-        attr.srq == 0 && attr.qp_type != core::QpType::xrc_send && attr.qp_type != core::QpType::xrc_recv;
-    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap, attr.send_cq, attr.recv_cq, !own_rq};
+    qp_views_[qp->qpn] = QpView{attr.qp_type, core::QpState::reset, qp->cap,
+                                attr.send_cq, attr.recv_cq,         !core::has_own_receive_queue(attr)};
     if (work_) work_->clear_room(qp->qpn);  // what an earlier QP of this number left there
   }
   return qp;
