@@ -278,7 +278,12 @@ void Completer::retire(Device& d, Qp& q) {
   while (!q.sq.empty() && q.sq.front().complete) {
     const SendWqe& w = q.sq.front();
     const bool failed = w.status != WcStatus::success;
-    if (w.signaled || failed) {
+    if (w.internal) {
+      if (w.rendezvous) {
+        const Rendezvous r = *w.rendezvous;  // the FIN it queues may move the queue
+        TagReceiver::finish_rendezvous(d, q, r, w.status, true);
+      }
+    } else if (w.signaled || failed) {
       Wc wc;
       wc.wr_id = w.wr.wr_id;
       wc.status = w.status;

@@ -18,12 +18,6 @@ namespace {
 constexpr std::uint32_t kLocalAccess = access::local_write | access::remote_write | access::remote_read |
                                        access::remote_atomic | access::mw_bind | access::on_demand;
 
-std::uint64_t sge_total(const std::vector<Sge>& sges) {
-  std::uint64_t n = 0;
-  for (const Sge& s : sges) n += s.length;
-  return n;
-}
-
 Gid local_gid(const DeviceConfig& c) { return c.gids.empty() ? Gid{} : c.gids.front(); }
 
 // Without a seed from the host, communication IDs vary with the address, so two devices'
@@ -322,13 +316,18 @@ void Device::raise(AsyncEventType type, std::uint32_t element) { async_events_.p
 // --- shared receive queues ---------------------------------------------------------------
 
 Expected<std::uint32_t> Device::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                                           std::uint32_t limit, std::optional<XrcSrq> xrc) {
+                                           std::uint32_t limit, std::optional<XrcSrq> xrc, std::optional<TmSrq> tm) {
   Pd* p = pds_.find(pd);
   if (!p || max_wr == 0 || max_wr > config_.limits.max_qp_wr || max_sge == 0 || max_sge > config_.limits.max_sge ||
-      limit > max_wr)
+      limit > max_wr || (xrc && tm))
     return Expected<std::uint32_t>::error(EINVAL);
   if (xrc && (config_.iwarp || !xrcds_.find(xrc->xrcd) || !cqs_.find(xrc->cq)))
     return Expected<std::uint32_t>::error(config_.iwarp ? EOPNOTSUPP : EINVAL);
+  const TmCaps caps = tm_caps();
+  if (tm && caps.max_num_tags == 0) return Expected<std::uint32_t>::error(EOPNOTSUPP);
+  if (tm && (!cqs_.find(tm->cq) || tm->max_num_tags == 0 || tm->max_num_tags > caps.max_num_tags ||
+             tm->max_ops > caps.max_ops))
+    return Expected<std::uint32_t>::error(EINVAL);
   Srq s;
   s.pd = pd;
   s.max_wr = max_wr;
@@ -338,13 +337,16 @@ Expected<std::uint32_t> Device::create_srq(std::uint32_t pd, std::uint32_t max_w
     s.xrcd = xrc->xrcd;
     s.cq = xrc->cq;
   }
+  if (tm) {
+    s.cq = tm->cq;
+    s.tm.emplace();
+    s.tm->entries.resize(tm->max_num_tags);
+  }
   const auto h = srqs_.insert(std::move(s));
   if (!h) return Expected<std::uint32_t>::error(ENOMEM);
   ++p->users;
-  if (xrc) {
-    ++xrcds_.find(xrc->xrcd)->users;
-    ++cqs_.find(xrc->cq)->users;
-  }
+  if (xrc) ++xrcds_.find(xrc->xrcd)->users;
+  if (xrc || tm) ++cqs_.find(xrc ? xrc->cq : tm->cq)->users;
   return *h;
 }
 
@@ -373,10 +375,8 @@ int Device::destroy_srq(std::uint32_t srq) {
   if (!s) return EINVAL;
   if (s->users) return EBUSY;
   --pds_.find(s->pd)->users;
-  if (s->xrcd) {
-    --xrcds_.find(s->xrcd)->users;
-    --cqs_.find(s->cq)->users;
-  }
+  if (s->xrcd) --xrcds_.find(s->xrcd)->users;
+  if (s->cq) --cqs_.find(s->cq)->users;
   srqs_.erase(srq);
   return 0;
 }
@@ -427,7 +427,15 @@ bool Device::objects_exist(const QpInitAttr& a) {
   if (!pds_.find(a.pd) || !cqs_.find(a.send_cq)) return false;
   if (a.qp_type == QpType::xrc_send) return true;
   const Srq* srq = a.srq ? srqs_.find(a.srq) : nullptr;
-  return cqs_.find(a.recv_cq) && (!a.srq || (srq && !srq->xrcd));
+  // Tag matching is for RC QPs (tag_matching.md).
+  return cqs_.find(a.recv_cq) && (!a.srq || (srq && !srq->xrcd && (!srq->tm || a.qp_type == QpType::rc)));
+}
+
+ReceiveTarget Device::target_of(const QpInitAttr& init) {
+  ReceiveTarget t = own_target(init);
+  // A tag-matching SRQ's receives complete into its own CQ (tag_matching.md).
+  if (const Srq* s = init.srq ? srqs_.find(init.srq) : nullptr; s && s->tm) t.cq = s->cq;
+  return t;
 }
 
 // What `a` leaves the QP: no fields its type does not use, and at least one WR on each queue
@@ -468,7 +476,7 @@ Expected<QpCreated> Device::create_qp(const QpInitAttr& a) {
 
   auto q = std::make_unique<Qp>();
   q->init = normalised(a);
-  q->target = own_target(q->init);
+  q->target = target_of(q->init);
   q->attr.cap = q->init.cap;
   const auto h = qps_.insert(std::move(q));
   if (!h) return Expected<QpCreated>::error(ENOMEM);
@@ -513,7 +521,7 @@ int Device::modify_qp(Time now, std::uint32_t qpn, const QpAttr& attr, std::uint
     q->stream_queued = stream_queued;
     q->qpn = qpn;
     q->init = init;
-    q->target = own_target(init);
+    q->target = target_of(init);
     q->handles = handles;
     q->attr = QpAttr{};
     q->attr.cap = kept.cap;
@@ -675,6 +683,12 @@ void Device::flush_send(Qp& q) {
   // reported (s10.3.1, s11.4.1.1.2). Completed WQEs still queued behind a failed one keep
   // their own status.
   for (SendWqe& w : q.sq) {
+    if (w.internal) {
+      // The device's own READ and FIN: only a rendezvous READ's receive has a completion to give.
+      if (w.rendezvous)
+        TagReceiver::finish_rendezvous(*this, q, *w.rendezvous, w.complete ? w.status : WcStatus::wr_flush_err, false);
+      continue;
+    }
     if (w.complete && !w.signaled && w.status == WcStatus::success) continue;
     Wc wc;
     wc.wr_id = w.wr.wr_id;

@@ -48,7 +48,9 @@ struct DeviceConfig {
   std::uint32_t max_srq = 1024;
   std::uint32_t max_xrcd = 1024;
   std::uint32_t max_ah = 1u << 16;
-  MulticastLimits mcast;                     // all 0 where the host cannot join groups
+  MulticastLimits mcast;  // all 0 where the host cannot join groups
+  // Tag matching on RC SRQs (tag_matching.hpp); an iWARP device offers none.
+  TmCaps tm{.max_rndv_hdr_size = 64, .max_num_tags = 1023, .max_ops = 1024, .max_sge = 32};
   std::uint32_t first_qpn = 0x11;            // QPs 0 and 1 are the special QPs (s10.2.5)
   std::uint32_t max_inflight_packets = 512;  // requester window, in packets
   std::uint32_t ack_req_every = 64;          // AckReq at least every this many packets of a message
@@ -174,12 +176,23 @@ class Device {
     std::uint32_t xrcd = 0;
     std::uint32_t cq = 0;
   };
+  // With `tm`, a tag-matching SRQ (tag_matching.hpp) completing into that CQ: RC QPs only.
+  struct TmSrq {
+    std::uint32_t cq = 0;
+    std::uint32_t max_num_tags = 0;
+    std::uint32_t max_ops = 0;  // list operations outstanding at once; each completes when posted
+  };
   Expected<std::uint32_t> create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-                                     std::optional<XrcSrq> xrc = std::nullopt);
+                                     std::optional<XrcSrq> xrc = std::nullopt, std::optional<TmSrq> tm = std::nullopt);
   int modify_srq(std::uint32_t srq, std::uint32_t max_wr, std::uint32_t limit, bool set_max_wr, bool set_limit);
   int query_srq(std::uint32_t srq, std::uint32_t& max_wr, std::uint32_t& max_sge, std::uint32_t& limit) const;
   int destroy_srq(std::uint32_t srq);
   int post_srq_recv(std::uint32_t srq, const RecvWr& wr);
+  // ibv_post_srq_ops on a tag-matching SRQ: adds (op.handle set), deletes or only reports the
+  // unexpected count; completes on the SRQ's CQ when signaled. EINVAL for another SRQ or a bad
+  // handle, ENOMEM when the list is full.
+  int post_srq_ops(std::uint32_t srq, SrqOp& op);
+  TmCaps tm_caps() const { return config_.iwarp ? TmCaps{} : config_.tm; }
 
   // Address handles (UD).
   Expected<std::uint32_t> create_ah(std::uint32_t pd, const AddressVector& av);
@@ -330,6 +343,7 @@ class Device {
  private:
   bool objects_exist(const QpInitAttr& a);
   static QpInitAttr normalised(const QpInitAttr& a);
+  ReceiveTarget target_of(const QpInitAttr& init);
   void count_users(const QpInitAttr& init, int delta);
 
   DeviceConfig config_;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 
+#include "emulator/core/tag_matching.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "emulator/core/wqe.hpp"
 
@@ -48,14 +50,15 @@ struct Xrcd {
 
 struct Srq {
   std::uint32_t pd = 0;
-  // An XRC SRQ: its domain and the CQ its receives complete into (a basic SRQ completes into
-  // the receiving QP's CQ); 0 for a basic SRQ.
+  // An XRC or tag-matching SRQ: the CQ its receives complete into (a basic SRQ completes into
+  // the receiving QP's CQ); 0 for a basic SRQ. An XRC SRQ's domain; 0 for the others.
   std::uint32_t xrcd = 0;
   std::uint32_t cq = 0;
   std::uint32_t max_wr = 0;
   std::uint32_t max_sge = 0;
   std::uint32_t limit = 0;  // armed when non-zero: fewer WQEs than this raises an event (s10.2.9.3)
   std::deque<RecvWqe> queue;
+  std::optional<TagMatching> tm;  // a tag-matching SRQ's list of tagged buffers
   std::uint32_t users = 0;
 };
 

@@ -10,6 +10,7 @@
 
 #include "emulator/core/counters.hpp"
 #include "emulator/core/iwarp_stream.hpp"
+#include "emulator/core/tag_matching.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "emulator/core/wqe.hpp"
 
@@ -89,6 +90,7 @@ struct Qp {
   bool in_write = false;
   RecvWqe recv;
   std::uint64_t recv_offset = 0;
+  TmReceive recv_tm;  // on a tag-matching SRQ: how the message was routed
   std::uint64_t write_host = 0;
   std::uint64_t write_left = 0;
   std::uint32_t write_imm_len = 0;  // WRITE with immediate: the message's length, for the WC

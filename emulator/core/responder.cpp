@@ -40,6 +40,10 @@ Endpoints endpoints_of(const RxPacket& rx) { return {rx.src_gid, rx.dst_gid, rx.
 Wc recv_wc(const Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
            const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
   Wc wc;
+  if (flags & (wc_flags::tm_match | wc_flags::tm_data_valid)) {
+    wc.tm_tag = q.recv_tm.tmh.tag;
+    wc.tm_priv = q.recv_tm.tmh.app_ctx;
+  }
   wc.wr_id = r.wr.wr_id;
   wc.status = status;
   wc.opcode = opcode;
@@ -117,24 +121,37 @@ void answer_duplicate(Qp& q, const wire::IbPacket& p) {
   queue_ack(q, psn_add(q.epsn, kPsnMask), wire::make_syndrome(wire::AckKind::ack, kAckNoCredit));
 }
 
-void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi, std::uint32_t src_qp) {
-  if (oi.is(OpFlag::first)) {
-    auto r = take_recv(d, q);
-    q.recv = std::move(*r);
-    q.recv_offset = 0;
-    q.in_send = true;
+// The first packet of a SEND takes its receive WQE; on a tag-matching SRQ its TMH decides which
+// (tag_matching.hpp). False when nothing is left to place: a rendezvous request, handled whole.
+bool start_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi) {
+  q.recv_offset = 0;
+  q.recv_tm = TmReceive{};
+  if (Srq* srq = TagReceiver::srq_of(d, q)) {
+    if (!TagReceiver::start(d, q, *srq, p.payload(), oi.is(OpFlag::last))) return false;
+  } else {
+    q.recv = std::move(*take_recv(d, q));
   }
-  const auto payload = p.payload();
+  q.in_send = true;
+  return true;
+}
+
+void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi, std::uint32_t src_qp) {
+  auto payload = p.payload();
+  if (oi.is(OpFlag::first)) {
+    if (!start_send(d, q, p, oi)) return;
+    payload = payload.subspan(q.recv_tm.skip);
+  }
+  const WcOpcode opcode = q.recv_tm.opcode;
   if (q.recv_offset + payload.size() > q.recv.length) {
     // The message does not fit the receive buffers: a local length error at the responder,
     // an invalid request for the requester (s9.7.5.1.3 / s11.6.2).
-    complete_recv(d, q, q.recv, WcStatus::loc_len_err, WcOpcode::recv, 0, p, src_qp, 0);
+    complete_recv(d, q, q.recv, WcStatus::loc_len_err, opcode, 0, p, src_qp, 0);
     q.in_send = false;
     reject(d, q, p, wire::NakCode::invalid_request);
     return;
   }
   if (!d.scatter(q.recv.wr.sg_list, q.target.pd, q.recv_offset, payload)) {
-    complete_recv(d, q, q.recv, WcStatus::loc_prot_err, WcOpcode::recv, 0, p, src_qp, 0);
+    complete_recv(d, q, q.recv, WcStatus::loc_prot_err, opcode, 0, p, src_qp, 0);
     q.in_send = false;
     reject(d, q, p, wire::NakCode::remote_operational_error);
     return;
@@ -144,8 +161,8 @@ void execute_send(Device& d, Qp& q, const wire::IbPacket& p, const wire::OpcodeI
   if (const auto* h = p.ext(Ext::ieth)) {
     d.invalidate(q.target.pd, wire::Ieth::rkey::get(h));  // SEND with Invalidate (s9.4.1.1.1)
   }
-  complete_recv(d, q, q.recv, WcStatus::success, WcOpcode::recv, static_cast<std::uint32_t>(q.recv_offset), p, src_qp,
-                0);
+  complete_recv(d, q, q.recv, WcStatus::success, opcode, static_cast<std::uint32_t>(q.recv_offset), p, src_qp,
+                q.recv_tm.last_flags);
   q.in_send = false;
 }
 
@@ -254,6 +271,13 @@ void execute_atomic(Device& d, Qp& q, const wire::IbPacket& p) {
   keep_resource(q, r);
 }
 
+// Whether a message that needs a receive WQE finds one now.
+bool can_receive(Device& d, const Qp& q, const wire::IbPacket& p, const wire::OpcodeInfo& oi) {
+  Srq* srq = TagReceiver::srq_of(d, q);
+  if (srq && oi.is(OpFlag::send)) return TagReceiver::can_receive(d, *srq, p.payload(), oi.is(OpFlag::last));
+  return recv_available(d, q);
+}
+
 // An XRC target's message lands in the XRC SRQ its XRCETH names, which must be one of the
 // target's domain; that SRQ's PD guards the memory the message touches and its CQ takes the
 // receive (IBTA vol. 1 annex A14). Any other number makes the request an invalid one.
@@ -350,7 +374,7 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
   // injection can make an RC request find the receive queue empty (Device::force_rnr).
   const bool needs_recv = oi.is(OpFlag::consumes_recv) && (oi.is(OpFlag::first) || !oi.is(OpFlag::send));
   const bool forced_rnr = needs_recv && rc && d.take_forced_rnr();
-  if (needs_recv && (forced_rnr || !recv_available(d, q))) {
+  if (needs_recv && (forced_rnr || !can_receive(d, q, p, oi))) {
     if (!rc) {
       q.uc_dropping = !oi.is(OpFlag::last);
       d.count_dropped();

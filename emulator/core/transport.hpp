@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 
 #include "emulator/core/device.hpp"
 #include "wire/ib_packet.hpp"
@@ -34,6 +35,20 @@ struct Completer {
   static void note_if_drained(Device& d, Qp& qp);
   // Ends `w` with `status` (an error ends the QP too, once retired).
   static void fail(Device& d, Qp& qp, SendWqe& w, WcStatus status);
+};
+
+// Tag-matching SRQs (tag_matching.hpp): the responder routes a SEND by its TMH, and the
+// completer ends a rendezvous when its READ does.
+struct TagReceiver {
+  static Srq* srq_of(Device& d, const Qp& qp);  // the QP's SRQ, if a tag-matching one
+  // Whether a SEND starting with `first` finds a buffer now: a matching tag or an ordinary WQE.
+  static bool can_receive(Device& d, Srq& srq, std::span<const std::uint8_t> first, bool whole);
+  // Routes a SEND by its first packet, setting qp.recv and qp.recv_tm for the packets that
+  // follow; false for a matched rendezvous request, which is handled whole here.
+  static bool start(Device& d, Qp& qp, Srq& srq, std::span<const std::uint8_t> first, bool whole);
+  // A rendezvous READ ended with `status`: the tagged receive completes; with `send_fin`
+  // after a success, the FIN goes back to the sender.
+  static void finish_rendezvous(Device& d, Qp& qp, const Rendezvous& r, WcStatus status, bool send_fin);
 };
 
 // The transport a QP type's packets carry in their opcode (IBTA vol. 1 s9.2, table 35).

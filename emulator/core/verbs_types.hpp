@@ -93,6 +93,8 @@ enum class WcStatus : std::uint8_t {
   fatal_err = 19,
   resp_timeout_err = 20,
   general_err = 21,
+  tm_err = 22,              // a tag operation failed: IBV_WR_TAG_DEL of a tag already consumed
+  tm_rndv_incomplete = 23,  // a matched rendezvous left for software to finish
 };
 
 enum class WcOpcode : std::uint8_t {
@@ -106,12 +108,21 @@ enum class WcOpcode : std::uint8_t {
   atomic_write = 9,
   recv = 128,
   recv_rdma_with_imm = 129,
+  // Tag matching (tag_matching.hpp): list operations, then receives on a tag-matching SRQ.
+  tm_add = 130,
+  tm_del = 131,
+  tm_sync = 132,
+  tm_recv = 133,
+  tm_no_tag = 134,
 };
 
 namespace wc_flags {
 inline constexpr std::uint32_t grh = 1u << 0;
 inline constexpr std::uint32_t with_imm = 1u << 1;
 inline constexpr std::uint32_t with_inv = 1u << 3;
+inline constexpr std::uint32_t tm_sync_req = 1u << 4;    // software must report its unexpected count
+inline constexpr std::uint32_t tm_match = 1u << 5;       // a tagged buffer was matched
+inline constexpr std::uint32_t tm_data_valid = 1u << 6;  // the matched message's data is in place
 }  // namespace wc_flags
 
 // ibv_qp_attr_mask bits.
@@ -217,8 +228,39 @@ struct Wc {
   std::uint32_t wc_flags = 0;
   std::uint16_t pkey_index = 0;
   std::uint8_t sl = 0;
+  std::uint32_t tm_priv = 0;  // a matched tag-matching receive: the TMH's app_ctx and tag
+  std::uint64_t tm_tag = 0;
   // When the engine made the completion: the latest time a call gave it (Device::clock_).
   Time timestamp = 0;
+};
+
+// Tag-matching list operations (ibv_post_srq_ops; tag_matching.hpp).
+enum class SrqOpcode : std::uint8_t { tag_add = 0, tag_del = 1, tag_sync = 2 };
+
+namespace srq_op_flags {
+inline constexpr std::uint32_t signaled = 1u << 0;
+inline constexpr std::uint32_t tm_sync = 1u << 1;  // unexpected_cnt is what software has handled
+}  // namespace srq_op_flags
+
+struct SrqOp {
+  std::uint64_t wr_id = 0;
+  SrqOpcode opcode = SrqOpcode::tag_add;
+  std::uint32_t flags = 0;  // srq_op_flags
+  std::uint32_t unexpected_cnt = 0;
+  std::uint32_t handle = 0;  // tag_del's input; tag_add's output
+  // tag_add: the tagged buffer, the wr_id its receive completions carry, and what it matches.
+  std::uint64_t recv_wr_id = 0;
+  std::vector<Sge> sg_list;
+  std::uint64_t tag = 0;
+  std::uint64_t mask = 0;
+};
+
+// What a device offers for tag matching (ibv_tm_caps); all 0 where it has none.
+struct TmCaps {
+  std::uint32_t max_rndv_hdr_size = 0;
+  std::uint32_t max_num_tags = 0;
+  std::uint32_t max_ops = 0;
+  std::uint32_t max_sge = 0;
 };
 
 struct QpCap {

@@ -2,10 +2,18 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "emulator/core/tm_headers.hpp"
 #include "emulator/core/verbs_types.hpp"
 
 namespace softrdma::core {
+
+inline std::uint64_t sge_total(const std::vector<Sge>& sges) {
+  std::uint64_t n = 0;
+  for (const Sge& s : sges) n += s.length;
+  return n;
+}
 
 struct RecvWqe {
   RecvWr wr;
@@ -24,6 +32,10 @@ struct SendWqe {
   std::uint32_t packets = 0;  // PSNs the operation uses (a READ: its response packets)
   bool complete = false;      // acknowledged (or failed); retired when it reaches the head
   WcStatus status = WcStatus::success;
+  // Queued by the device itself, not the consumer: a tag-matching rendezvous's READ and FIN.
+  // It never completes on the send CQ; a READ's end completes its tagged receive instead.
+  bool internal = false;
+  std::optional<Rendezvous> rendezvous;
 };
 
 }  // namespace softrdma::core
