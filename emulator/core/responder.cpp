@@ -40,7 +40,7 @@ Endpoints endpoints_of(const RxPacket& rx) { return {rx.src_gid, rx.dst_gid, rx.
 Wc recv_wc(const Qp& q, const RecvWqe& r, WcStatus status, WcOpcode opcode, std::uint32_t byte_len,
            const wire::IbPacket& p, std::uint32_t src_qp, std::uint32_t flags) {
   Wc wc;
-  if (flags & (wc_flags::tm_match | wc_flags::tm_data_valid)) {
+  if (flags & wc_flags::tm_match) {
     wc.tm_tag = q.recv_tm.tmh.tag;
     wc.tm_priv = q.recv_tm.tmh.app_ctx;
   }

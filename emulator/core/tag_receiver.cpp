@@ -9,14 +9,19 @@
 namespace softrdma::core {
 namespace {
 
+// A tagged buffer's completion. The tag and app context go with the match; a later completion
+// for the same buffer reports only its data, as ConnectX's do (rdma-core's test_tag_matching
+// expects no tag there).
 Wc tagged_wc(const Qp& q, std::uint64_t wr_id, const Tmh& tmh, std::uint32_t flags) {
   Wc wc;
   wc.wr_id = wr_id;
   wc.opcode = WcOpcode::tm_recv;
   wc.qp_num = q.qpn;
   wc.wc_flags = flags;
-  wc.tm_tag = tmh.tag;
-  wc.tm_priv = tmh.app_ctx;
+  if (flags & wc_flags::tm_match) {
+    wc.tm_tag = tmh.tag;
+    wc.tm_priv = tmh.app_ctx;
+  }
   return wc;
 }
 
@@ -45,7 +50,6 @@ void start_rendezvous(Device& d, Qp& q, const Srq& srq, RecvWqe buffer, const Tm
   Rendezvous& r = read.rendezvous.emplace();
   r.cq = srq.cq;
   r.recv_wr_id = buffer.wr.wr_id;
-  r.tmh = how.tmh;
   r.length = how.rvh.length;
   std::copy_n(request.begin(), r.fin.size(), r.fin.begin());
   r.fin[0] = static_cast<std::uint8_t>(TmhOp::fin);  // the FIN repeats the request's headers
@@ -99,7 +103,7 @@ bool TagReceiver::start(Device& d, Qp& q, Srq& srq, std::span<const std::uint8_t
 }
 
 void TagReceiver::finish_rendezvous(Device& d, Qp& q, const Rendezvous& r, WcStatus status, bool send_fin) {
-  Wc wc = tagged_wc(q, r.recv_wr_id, r.tmh, status == WcStatus::success ? wc_flags::tm_data_valid : 0);
+  Wc wc = tagged_wc(q, r.recv_wr_id, Tmh{}, status == WcStatus::success ? wc_flags::tm_data_valid : 0);
   wc.status = status;
   wc.byte_len = status == WcStatus::success ? r.length : 0;
   d.complete(r.cq, wc, false);

@@ -31,7 +31,6 @@ struct Rvh {
 struct Rendezvous {
   std::uint32_t cq = 0;
   std::uint64_t recv_wr_id = 0;
-  Tmh tmh;
   std::uint32_t length = 0;
   std::array<std::uint8_t, kTmhLength + kRvhLength> fin{};  // the request's TMH and RVH, opcode FIN
 };
