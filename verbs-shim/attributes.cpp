@@ -116,6 +116,13 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const LinkOffers& li
     a.odp_caps.per_transport_caps.ud_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
     if (link.xrc) a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV;
   }
+  if (link.tm.max_num_tags != 0) {  // tag matching on RC (core/tag_matching.hpp)
+    a.tm_caps.max_rndv_hdr_size = link.tm.max_rndv_hdr_size;
+    a.tm_caps.max_num_tags = link.tm.max_num_tags;
+    a.tm_caps.flags = IBV_TM_CAP_RC;
+    a.tm_caps.max_ops = link.tm.max_ops;
+    a.tm_caps.max_sge = link.tm.max_sge;
+  }
   return a;
 }
 

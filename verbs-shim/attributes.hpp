@@ -19,10 +19,11 @@ inline constexpr const char* kFirmwareVersion = "softrdma 0.1.0";
 inline constexpr std::uint8_t kPortNum = 1;  // the device's only port
 inline constexpr std::uint16_t kDefaultPkey = 0xffff;
 
-// What the device's link (host::DeviceLink) can serve: multicast groups, and XRC.
+// What the device's link (host::DeviceLink) can serve: multicast groups, XRC, tag matching.
 struct LinkOffers {
   core::MulticastLimits mcast;
   bool xrc = false;
+  core::TmCaps tm;
 };
 
 ibv_device_attr device_attr(const DeviceIdentity& id, const LinkOffers& link);

@@ -1,7 +1,11 @@
 #include "verbs-shim/convert.hpp"
 
+#include <infiniband/tm_types.h>
+
 #include <cstring>
 #include <type_traits>
+
+#include "emulator/core/tm_headers.hpp"
 
 namespace softrdma::shim {
 
@@ -10,6 +14,16 @@ namespace {
 template <class A, class B>
 constexpr bool same(A a, B b) {
   return static_cast<long long>(a) == static_cast<long long>(b);
+}
+
+// The bits of an enum field the caller may have left uninitialised (a field outside the
+// attribute mask: ibv_xsrq_pingpong reuses one ibv_qp_attr unset): read as its integer, never
+// loaded as the enum, which would be undefined for a value it does not name.
+template <class E>
+std::underlying_type_t<E> bits_of(const E& field) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
 }
 
 // The engine's vocabulary carries libibverbs' numbers (verbs_types.hpp).
@@ -40,6 +54,21 @@ static_assert(same(core::WcOpcode::local_inv, IBV_WC_LOCAL_INV) && same(core::Wc
               same(core::WcOpcode::recv_rdma_with_imm, IBV_WC_RECV_RDMA_WITH_IMM));
 static_assert(same(core::wc_flags::grh, IBV_WC_GRH) && same(core::wc_flags::with_imm, IBV_WC_WITH_IMM) &&
               same(core::wc_flags::with_inv, IBV_WC_WITH_INV));
+static_assert(same(core::WcStatus::tm_err, IBV_WC_TM_ERR) &&
+              same(core::WcStatus::tm_rndv_incomplete, IBV_WC_TM_RNDV_INCOMPLETE) &&
+              same(core::WcOpcode::tm_add, IBV_WC_TM_ADD) && same(core::WcOpcode::tm_del, IBV_WC_TM_DEL) &&
+              same(core::WcOpcode::tm_sync, IBV_WC_TM_SYNC) && same(core::WcOpcode::tm_recv, IBV_WC_TM_RECV) &&
+              same(core::WcOpcode::tm_no_tag, IBV_WC_TM_NO_TAG));
+static_assert(same(core::wc_flags::tm_sync_req, IBV_WC_TM_SYNC_REQ) &&
+              same(core::wc_flags::tm_match, IBV_WC_TM_MATCH) &&
+              same(core::wc_flags::tm_data_valid, IBV_WC_TM_DATA_VALID));
+static_assert(same(core::SrqOpcode::tag_add, IBV_WR_TAG_ADD) && same(core::SrqOpcode::tag_del, IBV_WR_TAG_DEL) &&
+              same(core::SrqOpcode::tag_sync, IBV_WR_TAG_SYNC) &&
+              same(core::srq_op_flags::signaled, IBV_OPS_SIGNALED) &&
+              same(core::srq_op_flags::tm_sync, IBV_OPS_TM_SYNC));
+static_assert(same(core::TmhOp::no_tag, IBV_TMH_NO_TAG) && same(core::TmhOp::rendezvous, IBV_TMH_RNDV) &&
+              same(core::TmhOp::fin, IBV_TMH_FIN) && same(core::TmhOp::eager, IBV_TMH_EAGER) &&
+              core::kTmhLength == sizeof(ibv_tmh) && core::kRvhLength == sizeof(ibv_rvh));
 static_assert(same(core::qp_attr::state, IBV_QP_STATE) && same(core::qp_attr::av, IBV_QP_AV) &&
               same(core::qp_attr::max_dest_rd_atomic, IBV_QP_MAX_DEST_RD_ATOMIC) &&
               same(core::qp_attr::dest_qpn, IBV_QP_DEST_QPN) && same(core::qp_attr::rate_limit, IBV_QP_RATE_LIMIT));
@@ -131,6 +160,32 @@ void to_core(const ibv_recv_wr& wr, core::RecvWr& out) {
   to_core(wr.sg_list, wr.num_sge > 0 ? static_cast<std::size_t>(wr.num_sge) : 0, out.sg_list);
 }
 
+int to_core(const ibv_ops_wr& wr, core::SrqOp& out) {
+  // ibv_post_srq_ops(3) has three operations; the opcode is read as an integer, as a caller's
+  // other value would be undefined loaded as the enum.
+  const auto opcode = bits_of(wr.opcode);
+  switch (opcode) {
+    case IBV_WR_TAG_ADD:
+    case IBV_WR_TAG_DEL:
+    case IBV_WR_TAG_SYNC:
+      break;
+    default:
+      return EINVAL;
+  }
+  const bool add = opcode == IBV_WR_TAG_ADD;
+  if (add && wr.tm.add.num_sge < 0) return EINVAL;
+  out.wr_id = wr.wr_id;
+  out.opcode = static_cast<core::SrqOpcode>(opcode);
+  out.flags = static_cast<std::uint32_t>(wr.flags) & (IBV_OPS_SIGNALED | IBV_OPS_TM_SYNC);
+  out.unexpected_cnt = wr.tm.unexpected_cnt;
+  out.handle = wr.tm.handle;
+  out.recv_wr_id = wr.tm.add.recv_wr_id;
+  out.tag = wr.tm.add.tag;
+  out.mask = wr.tm.add.mask;
+  to_core(add ? wr.tm.add.sg_list : nullptr, add ? static_cast<std::size_t>(wr.tm.add.num_sge) : 0, out.sg_list);
+  return 0;
+}
+
 ibv_wc to_ibv(const core::Wc& wc) {
   ibv_wc out{};
   out.wr_id = wc.wr_id;
@@ -198,16 +253,6 @@ void copy_same_named(const From& a, To& out) {
   out.timeout = a.timeout;
   out.retry_cnt = a.retry_cnt;
   out.rnr_retry = a.rnr_retry;
-}
-
-// The bits of an enum field the caller may have left uninitialised (a field outside the
-// attribute mask: ibv_xsrq_pingpong reuses one ibv_qp_attr unset): read as its integer, never
-// loaded as the enum, which would be undefined for a value it does not name.
-template <class E>
-std::underlying_type_t<E> bits_of(const E& field) {
-  std::underlying_type_t<E> v;
-  std::memcpy(&v, &field, sizeof v);
-  return v;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ namespace softrdma::shim {
 int to_core(const ibv_send_wr& wr, ibv_qp_type type, core::SendWr& out);
 void to_core(const ibv_recv_wr& wr, core::RecvWr& out);
 void to_core(const ibv_sge* sges, std::size_t count, std::vector<core::Sge>& out);
+// A tag-matching list operation (ibv_post_srq_ops); EINVAL for an opcode it does not have.
+int to_core(const ibv_ops_wr& wr, core::SrqOp& out);
 
 // Hands an ibv_post_recv / ibv_post_srq_recv chain to `post(span<const RecvWr>, posted&)` (a
 // call to the device returning 0 or an errno, with how many WRs it accepted); at a failure,

@@ -16,13 +16,14 @@ namespace softrdma::shim {
 namespace {
 
 // The completion fields an extended CQ can report: the standard set and, where the device
-// stamps completions, their timestamps. CVLAN, flow tags and tag-matching info are features of
-// hardware this device does not emulate.
+// stamps completions, their timestamps, and where it matches tags, the tag and app context.
+// CVLAN and flow tags are features of hardware this device does not emulate.
 constexpr std::uint64_t kTimestampWcFlags =
     IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 
 std::uint64_t supported_wc_flags(ibv_context* context) {
-  return IBV_WC_STANDARD_FLAGS | (offers_timestamps(context) ? kTimestampWcFlags : 0);
+  return IBV_WC_STANDARD_FLAGS | (offers_timestamps(context) ? kTimestampWcFlags : 0) |
+         (link(context).tm_caps().max_num_tags != 0 ? IBV_WC_EX_WITH_TM_INFO : 0);
 }
 
 // Extended-CQ readers: each returns a field of the completion start_poll/next_poll moved to.
@@ -39,6 +40,10 @@ std::uint8_t read_sl(ibv_cq_ex* cq) { return current(cq).sl; }
 std::uint8_t read_dlid_path_bits(ibv_cq_ex*) { return 0; }
 std::uint64_t read_completion_ts(ibv_cq_ex* cq) { return current(cq).timestamp; }
 std::uint64_t read_completion_wallclock_ns(ibv_cq_ex* cq) { return wallclock_ns(current(cq).timestamp); }
+void read_tm_info(ibv_cq_ex* cq, ibv_wc_tm_info* info) {
+  info->tag = current(cq).tm_tag;
+  info->priv = current(cq).tm_priv;
+}
 
 // Moves to the next completion: 0, ENOENT when the CQ is empty, or an errno value.
 int advance(ibv_cq_ex* cq) {
@@ -79,6 +84,7 @@ void install_readers(Cq& c) {
   if (c.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP) ex.read_completion_ts = read_completion_ts;
   if (c.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
     ex.read_completion_wallclock_ns = read_completion_wallclock_ns;
+  if (c.wc_flags & IBV_WC_EX_WITH_TM_INFO) ex.read_tm_info = read_tm_info;
 }
 
 Cq* create(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector,

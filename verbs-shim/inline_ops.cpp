@@ -32,6 +32,7 @@ void install_ops(verbs_context& vctx) {
   vctx.close_xrcd = close_xrcd_op;
   vctx.create_srq_ex = create_srq_ex_op;
   vctx.get_srq_num = get_srq_num_op;
+  vctx.post_srq_ops = post_srq_ops_op;
   vctx.open_qp = open_qp_op;
   // Every other verbs_context op stays NULL: the inline wrappers then return EOPNOTSUPP
   // themselves (ibv_alloc_dm, ibv_alloc_td, flows, WQs, counters...). Flow ops are NULL, so

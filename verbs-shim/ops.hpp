@@ -34,9 +34,10 @@ int post_recv_op(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
 ibv_qp* open_qp_op(ibv_context* context, ibv_qp_open_attr* attr);
 
-// srq_ah_verbs.cpp (tag-matching SRQs are not offered)
+// srq_ah_verbs.cpp
 int post_srq_recv_op(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr);
+int post_srq_ops_op(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr);
 int get_srq_num_op(ibv_srq* srq, std::uint32_t* srq_num);
 
 // xrc_verbs.cpp: XRC domains, on srdma0 when its link carries XRC.

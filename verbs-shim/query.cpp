@@ -24,7 +24,7 @@ const Gid* gid_at(const DeviceIdentity& id, std::uint64_t index) {
 
 bool is_iwarp(const DeviceIdentity& id) { return id.transport == Transport::iwarp; }
 
-LinkOffers offers_of(ibv_context* ctx) { return {link(ctx).multicast_limits(), offers_xrc(ctx)}; }
+LinkOffers offers_of(ibv_context* ctx) { return {link(ctx).multicast_limits(), offers_xrc(ctx), link(ctx).tm_caps()}; }
 
 bool is_empty(const Gid& gid) {
   return std::all_of(gid.begin(), gid.end(), [](std::uint8_t b) { return b == 0; });

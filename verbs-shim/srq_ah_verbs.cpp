@@ -53,17 +53,26 @@ std::optional<GrhGids> gids_of(const ibv_grh& grh) {
 
 }  // namespace
 
-// An SRQ on `pd`: a basic one, or with `xrc` an XRC SRQ of that domain completing into that CQ.
-ibv_srq* make_srq(ibv_pd* pd, void* srq_context, const ibv_srq_attr& attr,
-                  const std::optional<core::Device::XrcSrq>& xrc) {
+// What an SRQ is besides a queue of receive WQEs on a PD: neither (a basic SRQ), an XRC SRQ or a
+// tag-matching one.
+struct SrqKind {
+  std::optional<core::Device::XrcSrq> xrc;
+  std::optional<core::Device::TmSrq> tm;
+};
+
+// An SRQ on `pd`: a basic one, an XRC SRQ of a domain or a tag-matching one, each of the last
+// two completing into a CQ of its own.
+ibv_srq* make_srq(ibv_pd* pd, void* srq_context, const ibv_srq_attr& attr, const SrqKind& kind) {
   auto* srq = new (std::nothrow) ibv_srq{};
   if (srq == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
   host::DeviceLink& device = link(pd->context);
-  const auto handle = xrc ? device.create_xrc_srq(pd_handle(pd), attr.max_wr, attr.max_sge, attr.srq_limit, *xrc)
-                          : device.create_srq(pd_handle(pd), attr.max_wr, attr.max_sge, attr.srq_limit);
+  const std::uint32_t on = pd_handle(pd);
+  const auto handle = kind.xrc  ? device.create_xrc_srq(on, attr.max_wr, attr.max_sge, attr.srq_limit, *kind.xrc)
+                      : kind.tm ? device.create_tm_srq(on, attr.max_wr, attr.max_sge, attr.srq_limit, *kind.tm)
+                                : device.create_srq(on, attr.max_wr, attr.max_sge, attr.srq_limit);
   if (!handle) {
     delete srq;
     errno = handle.error();
@@ -79,33 +88,74 @@ ibv_srq* make_srq(ibv_pd* pd, void* srq_context, const ibv_srq_attr& attr,
   return srq;
 }
 
+namespace {
+
+// Whether the device has SRQs of this type: XRC and tag matching only where the link carries
+// them (EOPNOTSUPP otherwise, as a provider without them answers).
+bool offered(ibv_context* context, ibv_srq_type type) {
+  switch (type) {
+    case IBV_SRQT_BASIC:
+      return true;
+    case IBV_SRQT_XRC:
+      return offers_xrc(context);
+    case IBV_SRQT_TM:
+      return link(context).tm_caps().max_num_tags != 0;
+  }
+  return false;
+}
+
+// What an XRC or tag-matching SRQ needs besides the PD: its CQ, and an XRC domain or the
+// tag list's size (the engine checks that against its caps).
+std::optional<SrqKind> kind_of(const ibv_srq_init_attr_ex& attr, ibv_srq_type type) {
+  if (type == IBV_SRQT_BASIC) return SrqKind{};
+  const std::uint32_t needed =
+      IBV_SRQ_INIT_ATTR_CQ | (type == IBV_SRQT_XRC ? IBV_SRQ_INIT_ATTR_XRCD : IBV_SRQ_INIT_ATTR_TM);
+  if ((attr.comp_mask & needed) != needed || attr.cq == nullptr || (type == IBV_SRQT_XRC && attr.xrcd == nullptr))
+    return std::nullopt;
+  if (type == IBV_SRQT_XRC) return SrqKind{core::Device::XrcSrq{xrcd_handle(attr.xrcd), attr.cq->handle}, {}};
+  return SrqKind{{}, core::Device::TmSrq{attr.cq->handle, attr.tm_cap.max_num_tags, attr.tm_cap.max_ops}};
+}
+
+}  // namespace
+
 // verbs_context.create_srq_ex: what verbs.h does not send to ibv_create_srq, a basic SRQ with
-// more comp_mask bits or an XRC SRQ (a PD, an XRC domain and a CQ, annex A14). Tag matching
-// is not offered.
+// more comp_mask bits, an XRC SRQ (a PD, an XRC domain and a CQ, annex A14) or a tag-matching
+// SRQ (a PD, a CQ and its tag list, rdma-core's Documentation/tag_matching.md).
 ibv_srq* create_srq_ex_op(ibv_context* context, ibv_srq_init_attr_ex* attr) {
-  constexpr std::uint32_t kKnown =
-      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  constexpr std::uint32_t kKnown = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD |
+                                   IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
   if (attr == nullptr || attr->comp_mask >= IBV_SRQ_INIT_ATTR_RESERVED || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) ||
       attr->pd == nullptr) {
     errno = EINVAL;
     return nullptr;
   }
   const ibv_srq_type type = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) ? attr->srq_type : IBV_SRQT_BASIC;
-  if ((attr->comp_mask & ~kKnown) || (type != IBV_SRQT_BASIC && type != IBV_SRQT_XRC) ||
-      (type == IBV_SRQT_XRC && !offers_xrc(context))) {
+  if ((attr->comp_mask & ~kKnown) || !offered(context, type)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  std::optional<core::Device::XrcSrq> xrc;
-  if (type == IBV_SRQT_XRC) {
-    const std::uint32_t needed = IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-    if ((attr->comp_mask & needed) != needed || attr->xrcd == nullptr || attr->cq == nullptr) {
-      errno = EINVAL;
-      return nullptr;
-    }
-    xrc = core::Device::XrcSrq{xrcd_handle(attr->xrcd), attr->cq->handle};
+  const std::optional<SrqKind> kind = kind_of(*attr, type);
+  if (!kind) {
+    errno = EINVAL;
+    return nullptr;
   }
-  return make_srq(attr->pd, attr->srq_context, attr->attr, xrc);
+  return make_srq(attr->pd, attr->srq_context, attr->attr, *kind);
+}
+
+// verbs_context.post_srq_ops: the tag list operations of a tag-matching SRQ, in order until one
+// fails; an ADD hands back the new entry's handle in wr->tm.handle.
+int post_srq_ops_op(ibv_srq* srq, ibv_ops_wr* wr, ibv_ops_wr** bad_wr) {
+  thread_local core::SrqOp op;  // reused: its SGE vector keeps its capacity
+  for (; wr != nullptr; wr = wr->next) {
+    int err = to_core(*wr, op);
+    if (err == 0) err = link(srq->context).post_srq_ops(srq->handle, op);
+    if (err != 0) {
+      *bad_wr = wr;
+      return err;
+    }
+    if (op.opcode == core::SrqOpcode::tag_add) wr->tm.handle = op.handle;
+  }
+  return 0;
 }
 
 // An SRQ's number is its engine handle: what XRC initiators name in their XRCETH.
@@ -128,7 +178,7 @@ ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     errno = EINVAL;
     return nullptr;
   }
-  return make_srq(pd, attr->srq_context, attr->attr, std::nullopt);
+  return make_srq(pd, attr->srq_context, attr->attr, SrqKind{});
 }
 
 SRDMA_LATEST_1_1(ibv_modify_srq)

@@ -60,6 +60,15 @@ class DeviceLink {
   }
   virtual int open_qp(std::uint32_t, std::uint32_t) { return EOPNOTSUPP; }
 
+  // Tag matching (core::Device::post_srq_ops, core/tag_matching.hpp), with its errno values. A
+  // link that does not carry it has none: tm_caps() all 0, and each call fails with EOPNOTSUPP.
+  virtual core::TmCaps tm_caps() const { return {}; }
+  virtual core::Expected<std::uint32_t> create_tm_srq(std::uint32_t, std::uint32_t, std::uint32_t, std::uint32_t,
+                                                      const core::Device::TmSrq&) {
+    return unsupported();
+  }
+  virtual int post_srq_ops(std::uint32_t, core::SrqOp&) { return EOPNOTSUPP; }
+
   virtual core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) = 0;
   virtual int destroy_ah(std::uint32_t ah) = 0;
 

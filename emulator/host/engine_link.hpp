@@ -101,6 +101,18 @@ class EngineLink : public DeviceLink {
     return host_.call([&](core::Device& d, core::Time) { return d.open_qp(xrcd, qpn); });
   }
 
+  core::TmCaps tm_caps() const override {
+    return host_.call([](core::Device& d, core::Time) { return d.tm_caps(); });
+  }
+  core::Expected<std::uint32_t> create_tm_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                              std::uint32_t limit, const core::Device::TmSrq& tm) override {
+    return host_.call(
+        [&](core::Device& d, core::Time) { return d.create_srq(pd, max_wr, max_sge, limit, std::nullopt, tm); });
+  }
+  int post_srq_ops(std::uint32_t srq, core::SrqOp& op) override {
+    return host_.call([&](core::Device& d, core::Time) { return d.post_srq_ops(srq, op); });
+  }
+
   core::Expected<std::uint32_t> create_ah(std::uint32_t pd, const core::AddressVector& av) override {
     return host_.call([&](core::Device& d, core::Time) { return d.create_ah(pd, av); });
   }

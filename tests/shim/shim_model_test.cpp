@@ -336,15 +336,22 @@ TEST_CASE("attributes: a RoCEv2 port and engine-sized limits", "[shim-model]") {
   CHECK(p.state == IBV_PORT_ACTIVE);
   CHECK(p.active_mtu == IBV_MTU_4096);
   CHECK(p.link_layer == IBV_LINK_LAYER_ETHERNET);
-  ibv_device_attr d = device_attr(id, {core::MulticastLimits{}, true});
+  const core::TmCaps tm{64, 1023, 1024, 32};
+  ibv_device_attr d = device_attr(id, {core::MulticastLimits{}, true, tm});
   CHECK(d.vendor_id == kVendorId);
   CHECK((d.vendor_id & 0x020000) != 0);  // the locally-administered bit: no vendor's OUI
   CHECK(d.max_mcast_grp == 64);
   CHECK(d.max_mcast_qp_attach == 64);
   CHECK(d.max_total_mcast_qp_attach == 64 * 64);
   CHECK((d.device_cap_flags & IBV_DEVICE_XRC) != 0);
-  ibv_device_attr_ex x = device_attr_ex(id, {{0, 0, 0}, false});  // a link without multicast or XRC (daemon mode)
+  ibv_device_attr_ex with_tm = device_attr_ex(id, {core::MulticastLimits{}, true, tm});
+  CHECK(with_tm.tm_caps.flags == IBV_TM_CAP_RC);
+  CHECK(with_tm.tm_caps.max_num_tags == 1023);
+  CHECK(with_tm.tm_caps.max_rndv_hdr_size == 64);
+  ibv_device_attr_ex x = device_attr_ex(id, {{0, 0, 0}, false, {}});  // a link without multicast, XRC or TM
   CHECK((x.orig_attr.device_cap_flags & IBV_DEVICE_XRC) == 0);
+  CHECK(x.tm_caps.flags == 0);
+  CHECK(x.tm_caps.max_num_tags == 0);
   CHECK(x.xrc_odp_caps == 0);
   CHECK(x.phys_port_cnt_ex == d.phys_port_cnt);
   CHECK(x.orig_attr.max_mcast_grp == 0);

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "verbs-shim/identity.hpp"
 
@@ -344,16 +345,6 @@ TEST_CASE("features the device lacks fail with EOPNOTSUPP, through every path", 
   errno = 0;
   CHECK(ibv_create_qp_ex(d.ctx, &qp_attr) == nullptr);
   CHECK(errno == EOPNOTSUPP);
-  ibv_srq_init_attr_ex tm{};
-  tm.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_TM;
-  tm.srq_type = IBV_SRQT_TM;
-  tm.pd = pd;
-  tm.cq = cq;
-  tm.attr.max_wr = tm.attr.max_sge = 1;
-  tm.tm_cap.max_num_tags = 1;
-  errno = 0;
-  CHECK(ibv_create_srq_ex(d.ctx, &tm) == nullptr);
-  CHECK(errno == EOPNOTSUPP);
 
   CHECK(ibv_destroy_cq(cq) == 0);
   CHECK(ibv_dealloc_pd(pd) == 0);
@@ -438,6 +429,119 @@ TEST_CASE("XRC: domains shared by file, XRC SRQs with numbers, targets opened ag
   CHECK(ibv_close_xrcd(second) == 0);
   CHECK(ibv_destroy_qp(initiator) == 0);
   ::close(fd);
+}
+
+// Tag matching (rdma-core's Documentation/tag_matching.md) through verbs.h's inline wrappers:
+// the caps, a TM-SRQ's creation rules, list operations and their completions on the SRQ's CQ.
+TEST_CASE("tag matching: caps, TM-SRQs and list operations completing on the SRQ's extended CQ", "[shim][tm]") {
+  Device d;
+  ibv_device_attr_ex ax{};
+  REQUIRE(ibv_query_device_ex(d.ctx, nullptr, &ax) == 0);
+  CHECK(ax.tm_caps.flags == IBV_TM_CAP_RC);
+  CHECK(ax.tm_caps.max_num_tags == 1023);
+  CHECK(ax.tm_caps.max_ops == 1024);
+  CHECK(ax.tm_caps.max_sge == 32);
+  CHECK(ax.tm_caps.max_rndv_hdr_size == 64);
+  ibv_pd* pd = ibv_alloc_pd(d.ctx);
+  REQUIRE(pd != nullptr);
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.wc_flags = std::uint64_t{IBV_WC_STANDARD_FLAGS} | IBV_WC_EX_WITH_TM_INFO;
+  ibv_cq_ex* cq = ibv_create_cq_ex(d.ctx, &ca);
+  REQUIRE(cq != nullptr);
+  CHECK(cq->read_tm_info != nullptr);
+  std::array<std::uint8_t, 256> buffer{};
+  ibv_mr* mr = ibv_reg_mr(pd, buffer.data(), buffer.size(), IBV_ACCESS_LOCAL_WRITE);
+  REQUIRE(mr != nullptr);
+
+  ibv_srq_init_attr_ex sa{};
+  sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TM;  // no CQ
+  sa.srq_type = IBV_SRQT_TM;
+  sa.pd = pd;
+  sa.attr.max_wr = 4;
+  sa.attr.max_sge = 1;
+  sa.tm_cap.max_num_tags = 4;
+  sa.tm_cap.max_ops = 4;
+  auto refused = [&](std::uint32_t tags, std::uint32_t ops) {
+    sa.tm_cap.max_num_tags = tags;
+    sa.tm_cap.max_ops = ops;
+    errno = 0;
+    return ibv_create_srq_ex(d.ctx, &sa) == nullptr && errno == EINVAL;
+  };
+  CHECK(refused(4, 4));
+  sa.comp_mask |= IBV_SRQ_INIT_ATTR_CQ;
+  sa.cq = ibv_cq_ex_to_cq(cq);
+  CHECK(refused(0, 4));
+  CHECK(refused(ax.tm_caps.max_num_tags + 1, 4));
+  CHECK(refused(4, ax.tm_caps.max_ops + 1));
+  sa.tm_cap.max_num_tags = 4;
+  sa.tm_cap.max_ops = 4;
+  ibv_srq* srq = ibv_create_srq_ex(d.ctx, &sa);
+  REQUIRE(srq != nullptr);
+
+  // An ADD gives back its entry's handle; an opcode that is not one stops the chain there.
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(buffer.data()), 64, mr->lkey};
+  ibv_ops_wr add{};
+  add.wr_id = 1;
+  add.opcode = IBV_WR_TAG_ADD;
+  add.flags = IBV_OPS_SIGNALED;
+  add.tm.add.recv_wr_id = 100;
+  add.tm.add.sg_list = &sge;
+  add.tm.add.num_sge = 1;
+  add.tm.add.tag = 0x1234;
+  add.tm.add.mask = 0xffff;
+  add.tm.handle = 0xdead;
+  ibv_ops_wr bogus{};
+  bogus.opcode = static_cast<ibv_ops_wr_opcode>(3);  // within the enum's range, but no operation
+  add.next = &bogus;
+  ibv_ops_wr* bad = nullptr;
+  CHECK(ibv_post_srq_ops(srq, &add, &bad) == EINVAL);
+  CHECK(bad == &bogus);
+  CHECK(add.tm.handle != 0xdead);
+
+  // Deleting the entry twice: the second finds it gone (IBV_WC_TM_ERR, ibv_post_srq_ops(3)).
+  ibv_ops_wr del{};
+  del.wr_id = 2;
+  del.opcode = IBV_WR_TAG_DEL;
+  del.flags = IBV_OPS_SIGNALED;
+  del.tm.handle = add.tm.handle;
+  ibv_ops_wr del_again = del;
+  del_again.wr_id = 3;
+  del.next = &del_again;
+  REQUIRE(ibv_post_srq_ops(srq, &del, &bad) == 0);
+  ibv_poll_cq_attr pa{};
+  REQUIRE(ibv_start_poll(cq, &pa) == 0);
+  const std::array<std::pair<std::uint64_t, ibv_wc_opcode>, 3> expected{
+      {{1, IBV_WC_TM_ADD}, {2, IBV_WC_TM_DEL}, {3, IBV_WC_TM_DEL}}};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (i > 0) REQUIRE(ibv_next_poll(cq) == 0);
+    CHECK(cq->wr_id == expected[i].first);
+    CHECK(ibv_wc_read_opcode(cq) == expected[i].second);
+    CHECK(cq->status == (i == 2 ? IBV_WC_TM_ERR : IBV_WC_SUCCESS));
+    ibv_wc_tm_info info{};
+    ibv_wc_read_tm_info(cq, &info);
+    CHECK(info.tag == 0);  // only a matched receive carries a tag
+  }
+  CHECK(ibv_next_poll(cq) == ENOENT);
+  ibv_end_poll(cq);
+  CHECK(std::string(ibv_wc_status_str(IBV_WC_TM_ERR)) == "TM error");
+
+  // List operations belong to TM-SRQs only.
+  ibv_srq_init_attr basic{};
+  basic.attr.max_wr = 4;
+  basic.attr.max_sge = 1;
+  ibv_srq* plain = ibv_create_srq(pd, &basic);
+  REQUIRE(plain != nullptr);
+  ibv_ops_wr sync{};
+  sync.opcode = IBV_WR_TAG_SYNC;
+  CHECK(ibv_post_srq_ops(plain, &sync, &bad) == EINVAL);
+  CHECK(bad == &sync);
+
+  CHECK(ibv_destroy_srq(plain) == 0);
+  CHECK(ibv_destroy_srq(srq) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) == 0);
+  CHECK(ibv_dealloc_pd(pd) == 0);
 }
 
 TEST_CASE("completion timestamps: a 1 GHz core clock on CLOCK_MONOTONIC, readable in cycles and wall-clock ns",
