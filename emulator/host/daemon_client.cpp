@@ -53,7 +53,9 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   const ssize_t n = sent ? receive_with_fd(fd, reply.data(), reply.size(), doorbell) : -1;
   Reader in(std::span<const std::uint8_t>(reply.data(), n > 0 ? static_cast<std::size_t>(n) : 0));
   const auto err = in.get<std::int32_t>();
-  const auto limits = in.get<core::MulticastLimits>();
+  Offers offers;
+  offers.multicast_limits = in.get<core::MulticastLimits>();
+  offers.tm_caps = in.get<core::TmCaps>();
   if (!in.ok() || err != 0) {
     ::close(fd);
     ::close(pair[0]);
@@ -66,7 +68,7 @@ DaemonConnect DaemonClient::connect(const std::string& path) {
   socklen_t len = sizeof cred;
   ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
   std::unique_ptr<DaemonClient> client(
-      new DaemonClient(fd, pair[0], cred.pid, limits, std::string(rest.begin(), rest.end())));
+      new DaemonClient(fd, pair[0], cred.pid, offers, std::string(rest.begin(), rest.end())));
   client->events_thread_ = std::thread([c = client.get()] { c->read_events(); });
   client->attach_work_ring(doorbell);
   return {std::move(client), {}};
@@ -88,12 +90,12 @@ void DaemonClient::attach_work_ring(int doorbell) {
   if (fd >= 0) ::close(fd);
 }
 
-DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, core::MulticastLimits multicast_limits,
-                           std::string address)
+DaemonClient::DaemonClient(int fd, int events_fd, pid_t daemon_pid, const Offers& offers, std::string address)
     : fd_(fd),
       events_fd_(events_fd),
       daemon_pid_(daemon_pid),
-      multicast_limits_(multicast_limits),
+      multicast_limits_(offers.multicast_limits),
+      tm_caps_(offers.tm_caps),
       address_(std::move(address)),
       reply_(daemon::kMaxMessage) {}
 
@@ -356,14 +358,22 @@ int DaemonClient::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   return simple(Op::req_notify_cq, cq, static_cast<std::uint8_t>(solicited_only));
 }
 
+namespace {
+
+// What every kind of SRQ is created with, in the order the daemon reads it.
+void put_srq_sizes(Writer& out, std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit) {
+  out.put(pd);
+  out.put(max_wr);
+  out.put(max_sge);
+  out.put(limit);
+}
+
+}  // namespace
+
 core::Expected<std::uint32_t> DaemonClient::create_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
                                                        std::uint32_t limit) {
-  auto srq = create<std::uint32_t>(Op::create_srq, [&](Writer& out) {
-    out.put(pd);
-    out.put(max_wr);
-    out.put(max_sge);
-    out.put(limit);
-  });
+  auto srq =
+      create<std::uint32_t>(Op::create_srq, [&](Writer& out) { put_srq_sizes(out, pd, max_wr, max_sge, limit); });
   return with_view(srq, max_sge);
 }
 
@@ -427,10 +437,7 @@ core::Expected<std::uint32_t> DaemonClient::create_xrc_srq(std::uint32_t pd, std
                                                            std::uint32_t max_sge, std::uint32_t limit,
                                                            const core::Device::XrcSrq& xrc) {
   auto srq = create<std::uint32_t>(Op::create_xrc_srq, [&](Writer& out) {
-    out.put(pd);
-    out.put(max_wr);
-    out.put(max_sge);
-    out.put(limit);
+    put_srq_sizes(out, pd, max_wr, max_sge, limit);
     out.put(xrc.xrcd);
     out.put(xrc.cq);
   });
@@ -438,6 +445,31 @@ core::Expected<std::uint32_t> DaemonClient::create_xrc_srq(std::uint32_t pd, std
 }
 
 int DaemonClient::open_qp(std::uint32_t xrcd, std::uint32_t qpn) { return simple(Op::open_qp, xrcd, qpn); }
+
+core::Expected<std::uint32_t> DaemonClient::create_tm_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                                          std::uint32_t limit, const core::Device::TmSrq& tm) {
+  auto srq = create<std::uint32_t>(Op::create_tm_srq, [&](Writer& out) {
+    put_srq_sizes(out, pd, max_wr, max_sge, limit);
+    out.put(tm.cq);
+    out.put(tm.max_num_tags);
+    out.put(tm.max_ops);
+  });
+  return with_view(srq, max_sge);
+}
+
+// A request, not the work ring: an ADD's handle must come back before ibv_post_srq_ops returns.
+// The daemon takes what the work ring holds before each request, so earlier posts stay first.
+int DaemonClient::post_srq_ops(std::uint32_t srq, core::SrqOp& op) {
+  return transact(
+      Op::post_srq_ops,
+      [&](Writer& out) {
+        out.put(srq);
+        out.put_op(op);
+      },
+      [&](Reader& in, int e) {
+        if (e == 0) op.handle = in.get<std::uint32_t>();
+      });
+}
 
 core::Expected<core::QpCreated> DaemonClient::create_qp(const core::QpInitAttr& attr) {
   auto qp = create<core::QpCreated>(Op::create_qp, [&](Writer& out) { out.put(attr); });

@@ -81,6 +81,11 @@ class DaemonClient final : public DeviceLink {
   core::Expected<std::uint32_t> create_xrc_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
                                                std::uint32_t limit, const core::Device::XrcSrq& xrc) override;
   int open_qp(std::uint32_t xrcd, std::uint32_t qpn) override;
+  // Tag matching: the daemon's device's caps (from its greeting) and its list operations.
+  core::TmCaps tm_caps() const override { return tm_caps_; }
+  core::Expected<std::uint32_t> create_tm_srq(std::uint32_t pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                                              std::uint32_t limit, const core::Device::TmSrq& tm) override;
+  int post_srq_ops(std::uint32_t srq, core::SrqOp& op) override;
   core::Expected<core::QpCreated> create_qp(const core::QpInitAttr& attr) override;
   int modify_qp(std::uint32_t qpn, const core::QpAttr& attr, std::uint32_t mask) override;
   int query_qp(std::uint32_t qpn, core::QpAttr& attr, core::QpInitAttr& init) override;
@@ -117,7 +122,12 @@ class DaemonClient final : public DeviceLink {
   int detach_mcast(std::uint32_t qpn, const core::Gid& group) override;
 
  private:
-  DaemonClient(int fd, int events_fd, pid_t daemon_pid, core::MulticastLimits multicast_limits, std::string address);
+  // What the daemon's greeting says of its device.
+  struct Offers {
+    core::MulticastLimits multicast_limits;
+    core::TmCaps tm_caps;
+  };
+  DaemonClient(int fd, int events_fd, pid_t daemon_pid, const Offers& offers, std::string address);
 
   // Sends the request `encode(Writer&)` writes after `op`, reads the reply and hands the
   // results (after the errno) to `decode(Reader&, int err)`; returns the reply's errno, or EIO
@@ -155,6 +165,7 @@ class DaemonClient final : public DeviceLink {
   int events_fd_ = -1;  // our end of the event socket pair
   pid_t daemon_pid_ = 0;
   core::MulticastLimits multicast_limits_;
+  core::TmCaps tm_caps_;
   std::string address_;
   std::mutex mutex_;  // one request at a time; guards request_, reply_
   std::vector<std::uint8_t> request_;

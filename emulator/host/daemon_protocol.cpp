@@ -63,4 +63,28 @@ void Reader::get_wr(core::RecvWr& wr) {
   get_vector(wr.sg_list, kMaxSges);
 }
 
+void Writer::put_op(const core::SrqOp& op) {
+  put(op.wr_id);
+  put(op.opcode);
+  put(op.flags);
+  put(op.unexpected_cnt);
+  put(op.handle);
+  put(op.recv_wr_id);
+  put_vector(std::span<const core::Sge>(op.sg_list));
+  put(op.tag);
+  put(op.mask);
+}
+
+void Reader::get_op(core::SrqOp& op) {
+  op.wr_id = get<std::uint64_t>();
+  op.opcode = get<core::SrqOpcode>();  // the engine answers EINVAL for one it does not have
+  op.flags = get<std::uint32_t>();
+  op.unexpected_cnt = get<std::uint32_t>();
+  op.handle = get<std::uint32_t>();
+  op.recv_wr_id = get<std::uint64_t>();
+  get_vector(op.sg_list, kMaxSges);
+  op.tag = get<std::uint64_t>();
+  op.mask = get<std::uint64_t>();
+}
+
 }  // namespace softrdma::host::daemon

@@ -26,12 +26,12 @@
 namespace softrdma::host::daemon {
 
 inline constexpr std::uint32_t kMagic = 0x53524d44;  // "SRMD"
-// 2: CQ rings; 3: work rings; 4: CM; 5: multicast; 6: iWARP CM; 7: XRC
-inline constexpr std::uint32_t kVersion = 7;
+// 2: CQ rings; 3: work rings; 4: CM; 5: multicast; 6: iWARP CM; 7: XRC; 8: tag matching
+inline constexpr std::uint32_t kVersion = 8;
 inline constexpr std::uint32_t kLayout =
     sizeof(core::Wc) * 1 + sizeof(core::QpAttr) * 3 + sizeof(core::QpInitAttr) * 5 + sizeof(core::AddressVector) * 7 +
     sizeof(core::Sge) * 11 + sizeof(core::QpCap) * 13 + sizeof(core::AsyncEvent) * 17 + sizeof(core::MrKeys) * 19 +
-    sizeof(core::MulticastLimits) * 23;
+    sizeof(core::MulticastLimits) * 23 + sizeof(core::TmCaps) * 29;
 // A request or reply never exceeds this; the client splits long WR lists to fit.
 inline constexpr std::size_t kMaxMessage = 64 * 1024;
 // An event message never exceeds this (a CM event carries its 256-byte MAD, an iWARP one up to
@@ -103,6 +103,10 @@ enum class Op : std::uint32_t {
   dealloc_xrcd,
   create_xrc_srq,
   open_qp,
+  // Tag matching (DeviceLink's TM calls): create_tm_srq u32 pd, max_wr, max_sge, limit, cq,
+  // max_num_tags, max_ops -> handle; post_srq_ops u32 SRQ, then the SrqOp (put_op) -> u32 handle.
+  create_tm_srq,
+  post_srq_ops,
   end_of_ops,  // not an op: one past the last, so that the daemon's handler table covers each
 };
 
@@ -115,9 +119,9 @@ struct Hello {
   std::uint32_t layout = kLayout;
 };
 // Hello's reply: errno, then the device's core::MulticastLimits (all 0 where its backend joins
-// no groups), then its address as text (the rest of the message), with the
-// progress thread's doorbell eventfd attached (SCM_RIGHTS) for clients that post through a
-// work ring.
+// no groups) and core::TmCaps (all 0 where it matches no tags), then its address as text (the
+// rest of the message), with the progress thread's doorbell eventfd attached (SCM_RIGHTS) for
+// clients that post through a work ring.
 
 enum class EventKind : std::uint32_t {
   cq = 1,     // `a`: the CQ whose notification fired
@@ -158,6 +162,7 @@ class Writer {
   }
   void put_wr(const core::SendWr& wr);
   void put_wr(const core::RecvWr& wr);
+  void put_op(const core::SrqOp& op);
   std::size_t size() const { return out_.size(); }
 
  private:
@@ -205,6 +210,7 @@ class Reader {
   }
   void get_wr(core::SendWr& wr);
   void get_wr(core::RecvWr& wr);
+  void get_op(core::SrqOp& op);
   std::span<const std::uint8_t> rest() const { return in_.subspan(pos_); }
   bool ok() const { return ok_; }
   bool done() const { return ok_ && pos_ == in_.size(); }  // everything read, nothing left over

@@ -68,6 +68,8 @@ bool DaemonServer::handle(Client& c, std::span<const std::uint8_t> request, int&
     set(Op::dealloc_xrcd, &DaemonServer::handle_dealloc_xrcd);
     set(Op::create_xrc_srq, &DaemonServer::handle_create_xrc_srq);
     set(Op::open_qp, &DaemonServer::handle_open_qp);
+    set(Op::create_tm_srq, &DaemonServer::handle_create_tm_srq);
+    set(Op::post_srq_ops, &DaemonServer::handle_post_srq_ops);
     set(Op::post_send, &DaemonServer::handle_post_send);
     set(Op::post_recv, &DaemonServer::handle_post_recv);
     set(Op::post_srq_recv, &DaemonServer::handle_post_srq_recv);

@@ -260,6 +260,7 @@ void DaemonServer::serve(Client& c) {
   }
   out.put(static_cast<std::int32_t>(err));
   out.put(link_->multicast_limits());
+  out.put(link_->tm_caps());
   reply.insert(reply.end(), link_->address().begin(), link_->address().end());
   // The doorbell offers a work ring, which only srdma0's progress thread drains.
   const int doorbell = err == 0 && roce() != nullptr ? roce()->doorbell_fd() : -1;

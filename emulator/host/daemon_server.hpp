@@ -164,6 +164,9 @@ class DaemonServer final : private WorkSource {
   bool holds_qp(Client& client, std::uint32_t qpn);
   // Closes one handle the client opened on the target `qpn`; nullopt when it opened none.
   std::optional<int> close_opened_qp(Client& client, std::uint32_t qpn);
+  // Tag-matching SRQs and their list operations (daemon_tm_requests.cpp).
+  bool handle_create_tm_srq(Client&, daemon::Reader&, daemon::Writer&, int&);
+  bool handle_post_srq_ops(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_attach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
   bool handle_detach_mcast(Client&, daemon::Reader&, daemon::Writer&, int&);
   using Membership = int (DeviceLink::*)(std::uint32_t qpn, const core::Gid& group);

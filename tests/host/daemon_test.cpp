@@ -611,3 +611,44 @@ TEST_CASE("daemon: XRC domains are their client's, and opened targets and everyt
   REQUIRE(fresh.ok());
   CHECK(*fresh == xrcd);  // the freed handle, reused
 }
+
+// Tag matching through softrdmad: the greeting carries the device's caps, a TM-SRQ must be on
+// the client's own PD and CQ, only its owner operates on its tag list, and an ADD's handle
+// comes back to the client.
+TEST_CASE("daemon: tag-matching caps come with the greeting, and TM-SRQs and their tag lists are their client's",
+          "[daemon][tm]") {
+  Daemon d("127.83.98.1");
+  Client owner(d), other(d);
+  const core::TmCaps caps = owner.link->tm_caps();
+  CHECK(caps.max_num_tags == core::DeviceConfig{}.tm.max_num_tags);
+  CHECK(caps.max_ops == core::DeviceConfig{}.tm.max_ops);
+  CHECK(other.link->create_tm_srq(other.pd, 4, 1, 0, {owner.cq, 4, 4}).error() == EINVAL);
+  CHECK(owner.link->create_tm_srq(owner.pd, 4, 1, 0, {owner.cq, caps.max_num_tags + 1, 4}).error() == EINVAL);
+  const auto srq = owner.link->create_tm_srq(owner.pd, 4, 1, 0, {owner.cq, 4, 4});
+  REQUIRE(srq.ok());
+
+  core::SrqOp add;
+  add.wr_id = 7;
+  add.opcode = core::SrqOpcode::tag_add;
+  add.flags = core::srq_op_flags::signaled;
+  add.recv_wr_id = 70;
+  add.sg_list = {owner.sge(0, 64)};
+  add.tag = 0x1234;
+  add.mask = ~std::uint64_t{0};
+  CHECK(other.link->post_srq_ops(*srq, add) == EINVAL);
+  add.handle = 99;
+  REQUIRE(owner.link->post_srq_ops(*srq, add) == 0);
+  CHECK(add.handle < 4);
+  const core::Wc added = owner.wait(1).at(0);
+  CHECK(added.wr_id == 7);
+  CHECK(added.opcode == core::WcOpcode::tm_add);
+
+  core::SrqOp del;
+  del.opcode = core::SrqOpcode::tag_del;
+  del.handle = add.handle;
+  CHECK(owner.link->post_srq_ops(*srq, del) == 0);
+  core::SrqOp bogus;
+  bogus.opcode = static_cast<core::SrqOpcode>(9);
+  CHECK(owner.link->post_srq_ops(*srq, bogus) == EINVAL);
+  CHECK(owner.link->destroy_srq(*srq) == 0);
+}
