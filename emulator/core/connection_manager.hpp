@@ -61,6 +61,7 @@ class ConnectionManager {
   void receive(Time now, const Gid& from, const wire::CmMad& mad);
   void note_malformed() { ++counters_.malformed; }
   std::optional<OutgoingMad> next_mad();
+  bool has_mad_to_send() const { return !outbox_.empty(); }
   void advance(Time now);
   std::optional<Time> next_deadline() const;
   std::optional<CmEvent> next_event();

@@ -249,6 +249,11 @@ class Device {
   void receive(Time now, const RxPacket& packet);
   // The next packet to send, if any: ACKs and responses first, then requests.
   std::optional<TxPacket> transmit(Time now);
+  // Whether transmit() may have a packet: false means it has none. Cheap, for a host that
+  // decides whether to come back for packets later.
+  bool may_transmit() const {
+    return cm_.has_mad_to_send() || !control_.empty() || !answer_ready_.empty() || !request_ready_.empty();
+  }
   // Gives a sent packet's buffer back for the next packet to reuse: the per-packet path then
   // neither allocates nor zero-fills (every byte of a packet is written when it is built).
   void recycle(TxPacket&& sent);

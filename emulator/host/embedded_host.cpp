@@ -141,7 +141,10 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     sent = true;
   }
   if (sent) {
-    after_call(lock, now, Sending::now);  // sends the rest and the ACKs the packets called for
+    // The ACKs the packets called for wait, while the application polls, for its next call:
+    // they then leave in one batch with the answer it posts (IBTA vol. 1 s9.7.6.1.1 lets a
+    // responder coalesce ACKs), rather than by a system call before it sees its completion.
+    after_call(lock, now, Sending::at_next_poll);
     last_call_.store(steady_now(), std::memory_order_relaxed);
   }
   last_poll_found_.store(n > 0, std::memory_order_relaxed);
@@ -216,7 +219,7 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
   const bool more = !for_poll && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
-  if (for_poll) {
+  if (for_poll && device_.may_transmit()) {
     unsent_ = true;
     if (deadline == 0 || lease_end < deadline) deadline = lease_end;  // if no poll comes first
   }

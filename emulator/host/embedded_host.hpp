@@ -129,7 +129,8 @@ class EmbeddedHost {
   auto post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time>;
 
   // Device::poll_cq; when the CQ is empty and datagrams are waiting on the socket, receives
-  // them on this thread and looks again.
+  // them on this thread and looks again. The answers those call for (ACKs) leave as post()'s
+  // packets do: while the application busy-polls, with its next post or poll.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   // Device::req_notify_cq, and a sign that the application will now sleep until an event:
   // use this rather than call() for it, or events wait for the busy-poll lease to end.

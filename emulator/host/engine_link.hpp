@@ -131,7 +131,7 @@ class EngineLink : public DeviceLink {
   }
 
   int post_recv(std::uint32_t qpn, std::span<const core::RecvWr> wrs, std::size_t& posted) override {
-    return host_.call([&](core::Device& d, core::Time) {
+    return host_.post([&](core::Device& d, core::Time) {
       for (posted = 0; posted < wrs.size(); ++posted) {
         if (const int err = d.post_recv(qpn, wrs[posted])) return err;
       }
@@ -139,7 +139,7 @@ class EngineLink : public DeviceLink {
     });
   }
   int post_srq_recv(std::uint32_t srq, std::span<const core::RecvWr> wrs, std::size_t& posted) override {
-    return host_.call([&](core::Device& d, core::Time) {
+    return host_.post([&](core::Device& d, core::Time) {
       for (posted = 0; posted < wrs.size(); ++posted) {
         if (const int err = d.post_srq_recv(srq, wrs[posted])) return err;
       }

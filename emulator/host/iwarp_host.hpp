@@ -78,6 +78,11 @@ class IwarpHost {
   // carries out the socket actions and writes the bytes it queued, on this thread.
   template <class F>
   auto call(F&& f);
+  // Posting WRs: a call, as a stream socket has no batches to wait for.
+  template <class F>
+  auto post(F&& f) {
+    return call(std::forward<F>(f));
+  }
   // Device::poll_cq; when it finds nothing, the caller also reads the FPDUs its established
   // connections hold and writes what full sockets held back, and polls again if that did
   // something: an application spinning on its CQ moves its own bytes instead of competing for

@@ -1,8 +1,8 @@
 // EmbeddedHost::post (the shim's ibv_post_send): while the application busy-polls a CQ, posted
 // packets wait for its next poll_cq and leave together; otherwise, and when it stops polling,
 // they leave without it, and before their QP when it is destroyed first. Posts a work source
-// (softrdmad's rings) makes in its pull leave together after it. Counted at the sender's UDP
-// socket, received byte-exact at the peer.
+// (softrdmad's rings) makes in its pull leave together after it. The ACK a polling receive calls
+// for waits with them. Counted at the sender's UDP socket, received byte-exact at the peer.
 #include <unistd.h>
 
 #include <atomic>
@@ -130,6 +130,51 @@ TEST_CASE("SENDs waiting for the next poll leave before their QP is destroyed", 
   REQUIRE(t.a.host->destroy_qp(t.p.qa) == 0);
   CHECK(t.a.host->stats().udp.tx_packets - before.udp.tx_packets == 8);
   expect_received(t.a, t.b, posted, 0);
+}
+
+// b busy-polls until a's SEND completes on its receive CQ; b's packet count from before, if the
+// ACK had not left by then. The progress thread sends it if the lease ends first (a loaded
+// machine), so callers retry.
+std::optional<std::uint64_t> ack_waits_after_receive(Node& a, Node& b, const RcPair& p, std::uint64_t id) {
+  busy_poll(b);
+  const std::uint64_t before = udp_sent(b);
+  post_sends(a, p.qa, id, 1);  // a does not poll: its SEND leaves at once
+  std::vector<core::Wc> wc(1);
+  while (b.host->poll_cq(b.recv_cq, wc) == 0) {
+  }
+  REQUIRE(wc[0].status == WcStatus::success);
+  if (udp_sent(b) != before) return std::nullopt;
+  return before;
+}
+
+TEST_CASE("a SEND's ACK waits past the busy-polling receiver's poll for its next post", "[host][batching]") {
+  constexpr int kRounds = 50;
+  Node a("127.83.89.1"), b("127.83.89.2");
+  RcPair p(a, b);
+  fill_pattern(a.buffer, 0, kRounds * kMessage, 89);
+  fill_pattern(b.buffer, 0, kRounds * kMessage, 90);
+  post_receives(a, p.qa, kRounds);
+  post_receives(b, p.qb, kRounds);
+  for (int round = 0; round < kRounds; ++round) {
+    const auto id = static_cast<std::uint64_t>(round);
+    const std::optional<std::uint64_t> before = ack_waits_after_receive(a, b, p, id);
+    if (!before) {
+      a.wait(a.send_cq, 1);
+      continue;
+    }
+    post_sends(b, p.qb, id, 1);
+    std::vector<core::Wc> wcs(1);
+    REQUIRE(b.host->poll_cq(b.send_cq, wcs) >= 0);  // sends what waits: the ACK and the answer
+    // Two packets in all, whoever sent them: no ACK of its own went out before.
+    CHECK(eventually([&] { return udp_sent(b) == *before + 2; }, 1s));
+    CHECK(a.wait(a.send_cq, 1).front().status == WcStatus::success);
+    const std::vector<core::Wc> answer = a.wait(a.recv_cq, 1, true);
+    CHECK(answer.front().byte_len == kMessage);
+    // b's only SEND lands in a's first receive, at offset 0.
+    CHECK(std::memcmp(a.buffer.data(), b.buffer.data() + id * kMessage, kMessage) == 0);
+    return;
+  }
+  FAIL("the ACK left before the receiver's next post in " << kRounds << " rounds of busy-polling");
 }
 
 TEST_CASE("without busy-polling, a posted SEND has left when the post returns", "[host][batching]") {
