@@ -18,7 +18,9 @@ Doorbell::~Doorbell() {
 }
 
 void Doorbell::kick() {
-  work_.store(true);
+  // A kick that found work_ set adds nothing: the sleeper has not yet looked since the one that
+  // set it, and when it does, it sees this kick's cause too.
+  if (work_.exchange(true)) return;
   if (sleeping_.load()) {
     const std::uint64_t one = 1;
     [[maybe_unused]] const ssize_t n =
@@ -26,11 +28,13 @@ void Doorbell::kick() {
   }
 }
 
-void Doorbell::sleep(int fd, short events, int readable, std::int64_t timeout_ns) {
+bool Doorbell::sleep(int fd, short events, int readable, std::int64_t timeout_ns) {
   sleeping_.store(true);
-  if (!work_.load()) wait(fd, events, readable, timeout_ns);
+  const bool ready = work_.load() || wait(fd, events, readable, timeout_ns);
   sleeping_.store(false);
-  work_.store(false);  // the caller runs a progress step next, which sees whatever the kick was for
+  // A kick up to here counts: the caller's next step sees whatever it was for.
+  const bool kicked = work_.exchange(false);
+  return ready || kicked;
 }
 
 bool Doorbell::ready_now(int fd, short events, int readable) {

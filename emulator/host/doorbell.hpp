@@ -29,8 +29,9 @@ class Doorbell {
 
   // The progress thread: sleeps until `fd` has one of the poll `events` (POLLIN, POLLOUT; 0:
   // ignore it), `readable` (-1: none) is readable, a kick, or `timeout_ns` nanoseconds
-  // (negative: no limit). Returns at once after a kick that came since the last call.
-  void sleep(int fd, short events, int readable, std::int64_t timeout_ns);
+  // (negative: no limit). Returns at once after a kick that came since the last call. Whether
+  // a kick or a descriptor ended it (false: the timeout).
+  bool sleep(int fd, short events, int readable, std::int64_t timeout_ns);
   // The same without sleeping: whether there is a kick or a descriptor is ready now.
   bool ready_now(int fd, short events, int readable);
 

@@ -243,7 +243,7 @@ bool EmbeddedHost::continues_streak(core::Time now) {
   // A pause after a poll that found a completion, through which the thread ran, is the
   // application's: it got what it polled for and went to wait otherwise. A pause in the middle
   // of empty polls, or one the scheduler imposed, does not make steady polling young again.
-  if (pause.ran_through(now) && last_poll_found_.load(std::memory_order_relaxed))
+  if (pause.ran_through(now, now - last) && last_poll_found_.load(std::memory_order_relaxed))
     streak_start_.store(now, std::memory_order_relaxed);
   return false;
 }
@@ -267,7 +267,7 @@ void EmbeddedHost::set_work_source(WorkSource* source) {
   }
 }
 
-void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, WorkSource* source) {
+bool EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, WorkSource* source) {
   // A backend without a file descriptor (a DPDK port) is polled: never sleep past its interval.
   if (backend_->fd() < 0) until = std::min(until, now + backend_->poll_interval_ns());
   // wake_at_ is stored before deadline_ is read again, and after_call stores deadline_ before
@@ -275,11 +275,13 @@ void EmbeddedHost::sleep_until(core::Time now, core::Time until, short events, W
   // deadline, or after_call sees that it sleeps and kicks it.
   wake_at_.store(until);
   const core::Time deadline = deadline_.load();
+  bool woken = true;
   if ((deadline == 0 || deadline >= until) && !(source && source->going_to_sleep()))
-    doorbell_.sleep(backend_->fd(), events, (events & POLLIN) ? backend_->group_fd() : -1,
-                    until == kNever ? -1 : static_cast<std::int64_t>(until - now));
+    woken = doorbell_.sleep(backend_->fd(), events, (events & POLLIN) ? backend_->group_fd() : -1,
+                            until == kNever ? -1 : static_cast<std::int64_t>(until - now));
   if (source) source->woke();
   wake_at_.store(0);
+  return woken;
 }
 
 void EmbeddedHost::run() {
@@ -312,7 +314,10 @@ void EmbeddedHost::run() {
     const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
     if (now < lease_end) {
       slice.use_short();
-      sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
+      const bool woken = sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
+      // Woken by the time alone, to find the lease renewed: the application still polls, and a
+      // step would only contend with it for the lock and the socket.
+      ready = woken || steady_now() >= app_polls_until_.load(std::memory_order_relaxed);
     } else if (now - lease_end >= kNoSpinAfterLease && budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.

@@ -203,8 +203,9 @@ class EmbeddedHost {
   // A verbs call at `now` (a poll or a post): whether it goes on with the streak of calls, or
   // follows a pause long enough to start a new one.
   bool continues_streak(core::Time now);
-  // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`.
-  void sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
+  // The progress thread sleeps until `until` (kNever: no limit) or `fd` has `events`; whether
+  // a kick or the descriptor woke it (false: the time came, or it did not sleep).
+  bool sleep_until(core::Time now, core::Time until, short events, WorkSource* source);
 
   LocalMemory local_memory_;  // unless HostConfig::memory names another
   core::Memory& memory_;      // the one the device uses; flushed before packets leave and events go out

@@ -6,11 +6,14 @@
 // A thread the scheduler took off its core pauses as long, and restarting its streak then cost
 // ibv_rc_pingpong a quarter of its round trip. The thread's CPU clock tells them apart: a
 // spinning thread's advances with the wall clock, a preempted one's does not. Reading it is a
-// system call (about 0.2 us), so it is sampled every kSampleEvery calls and at a pause only.
+// system call, so it is sampled every kSampleEvery calls and at a pause only; the time the
+// thread spent off its core since the last sample is then put down to the pause, as a polling
+// thread has no other reason to leave it.
 #pragma once
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "emulator/core/verbs_types.hpp"
@@ -26,12 +29,13 @@ class ThreadPause {
     if (++calls_ % kSampleEvery == 0) sample(now);
   }
 
-  // A call at `now` after a pause: whether the thread was on a core for most of the time since
-  // the last sample (so through most of the pause). Samples again.
-  bool ran_through(core::Time now) {
+  // A call at `now` after a pause of `pause` ns: whether the thread was on a core for most of
+  // the pause. Samples again.
+  bool ran_through(core::Time now, core::Time pause) {
     const core::Time wall = now - wall_, cpu_before = cpu_;
     sample(now);
-    return cpu_ - cpu_before >= wall / 2;
+    const core::Time off_core = wall - std::min(wall, cpu_ - cpu_before);
+    return off_core < pause / 2;
   }
 
  private:
