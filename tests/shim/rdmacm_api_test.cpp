@@ -19,12 +19,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -370,4 +372,35 @@ TEST_CASE("rsocket functions are implemented: no ENOSYS, nothing on stderr", "[r
     if (s >= 0) CHECK(rclose(s) == 0);
   });
   CHECK(said.empty());
+}
+
+// rping's CM thread loops on rdma_get_cm_event while its main thread destroys the ID: an event
+// taken off the channel for an ID being destroyed must still find the ID.
+TEST_CASE("rdma_destroy_id waits for an event another thread is taking for the ID", "[rdmacm]") {
+  rdma_event_channel* channel = rdma_create_event_channel();
+  REQUIRE(channel != nullptr);
+  REQUIRE(fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK) == 0);
+  std::atomic<bool> done{false};
+  std::atomic<int> taken{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      rdma_cm_event* event = nullptr;
+      if (rdma_get_cm_event(channel, &event) != 0) continue;  // EAGAIN: none yet
+      if (event->event == RDMA_CM_EVENT_ADDR_RESOLVED && event->id != nullptr) ++taken;
+      rdma_ack_cm_event(event);
+    }
+  });
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 300; ++i) {
+    rdma_cm_id* id = nullptr;
+    REQUIRE(rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) == 0);
+    REQUIRE(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 1000) == 0);  // queues ADDR_RESOLVED
+    REQUIRE(rdma_destroy_id(id) == 0);
+  }
+  done.store(true);
+  reader.join();
+  CHECK(taken.load() > 0);  // the reader did take events of IDs being destroyed
+  rdma_destroy_event_channel(channel);
 }

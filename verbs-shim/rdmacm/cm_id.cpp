@@ -84,14 +84,16 @@ int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   release_request_event(id);
-  {
-    // rdma_cma.h: destroying an ID waits until its events are acknowledged.
-    std::unique_lock lock(id.mutex);
-    id.acked.wait(lock, [&id] { return id.unacked_events == 0; });
-  }
+  // No event reaches the ID from here on, and those not yet taken are dropped, as the kernel
+  // drops a destroyed ID's; rdma_cma.h: destroying an ID waits until the events taken are
+  // acknowledged.
   unroute(id);
-  purge(id);
   stop_listening(id);
+  purge(id);
+  {
+    std::unique_lock lock(id.mutex);
+    id.acked.wait(lock, [&id] { return id.unacked_events == 0 && id.events_in_hand.load() == 0; });
+  }
   if (id.connection != 0) destroy_connection(id.connection);
   release_port(id);
   {

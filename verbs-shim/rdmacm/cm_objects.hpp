@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -121,6 +122,9 @@ struct Id {
   std::uint8_t tos = 0;                     // RDMA_OPTION_ID_TOS: the GRH's traffic class
   std::optional<std::uint8_t> ack_timeout;  // RDMA_OPTION_ID_ACK_TIMEOUT
   int unacked_events = 0;                   // rdma_destroy_id waits for these (rdma_cma.h)
+  // Events rdma_get_cm_event has taken off the channel and not yet handed out: it still reads
+  // the ID, so rdma_destroy_id waits for these too.
+  std::atomic<int> events_in_hand{0};
   std::mutex mutex;
   std::condition_variable acked;
   bool own_cqs = false;  // send_cq and recv_cq (and their channels) are this library's

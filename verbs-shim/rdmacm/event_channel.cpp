@@ -78,7 +78,15 @@ int take(Channel& c, std::optional<Queued>& out) {
   if (c.queue.empty()) return 0;
   out = std::move(c.queue.front());
   c.queue.pop_front();
+  out->id->events_in_hand.fetch_add(1);  // before purge() can see the queue without it
   return 0;
+}
+
+// rdma_get_cm_event is done with an event it took for `id`: the last touch of the ID.
+void put_down(Id& id) {
+  std::lock_guard lock(id.mutex);
+  id.events_in_hand.fetch_sub(1);
+  id.acked.notify_all();
 }
 
 // A destroyed channel is closed and freed only after kRetiredChannels more have been
@@ -280,6 +288,7 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
     }
     if (!reported) {
       delete out;
+      put_down(id);
       continue;
     }
     Id& owner = id_of(out->event.id);
@@ -287,6 +296,7 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
       std::lock_guard lock(owner.mutex);
       ++owner.unacked_events;
     }
+    put_down(id);
     *event = &out->event;
     return 0;
   }
