@@ -273,9 +273,12 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
     if (const int err = take(c, taken)) return fail(err);
     if (!taken) continue;
     Queued& q = *taken;
-    auto* out = new (std::nothrow) Event;
-    if (out == nullptr) return fail(ENOMEM);
     Id& id = *q.id;
+    auto* out = new (std::nothrow) Event;
+    if (out == nullptr) {
+      put_down(id);
+      return fail(ENOMEM);
+    }
     bool reported = true;
     if (const auto* local = std::get_if<Local>(&q.what)) {
       fill_local(id, *local, *out);
