@@ -22,6 +22,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -393,10 +394,14 @@ TEST_CASE("rdma_destroy_id waits for an event another thread is taking for the I
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  for (int i = 0; i < 300; ++i) {
+  // At least 300 IDs, and on until the reader has taken some events: on a loaded machine it
+  // may not be scheduled before the first destroys drop theirs.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int i = 0; i < 300 || (taken.load() == 0 && std::chrono::steady_clock::now() < give_up); ++i) {
     rdma_cm_id* id = nullptr;
     REQUIRE(rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) == 0);
     REQUIRE(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 1000) == 0);  // queues ADDR_RESOLVED
+    if (i % 2 == 1) std::this_thread::yield();  // lets the reader take the event as the destroy begins
     REQUIRE(rdma_destroy_id(id) == 0);
   }
   done.store(true);
