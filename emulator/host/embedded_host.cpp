@@ -142,8 +142,8 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   }
   if (sent) {
     // The ACKs the packets called for wait, while the application polls, for its next call:
-    // they then leave in one batch with the answer it posts (IBTA vol. 1 s9.7.6.1.1 lets a
-    // responder coalesce ACKs), rather than by a system call before it sees its completion.
+    // they then leave in one batch with the answer it posts (an ACK covers every earlier PSN,
+    // so a late one loses nothing), rather than by a system call before it sees its completion.
     after_call(lock, now, Sending::at_next_poll);
     last_call_.store(steady_now(), std::memory_order_relaxed);
   }
