@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "verbs-shim/host_link.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -53,6 +54,7 @@ using namespace softrdma::shim;
 
 SRDMA_DEFAULT_VERSION(ibv_open_device, "IBVERBS_1.1")
 ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
+  SRDMA_FORWARD_IF_SYSTEM(device, ibv_open_device, device);
   const BoundDevice* bound = bound_of(device);
   if (bound == nullptr) {
     errno = ENODEV;
@@ -101,6 +103,7 @@ ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
 
 SRDMA_DEFAULT_VERSION(ibv_close_device, "IBVERBS_1.1")
 int srdma_default_ibv_close_device(ibv_context* ctx) {
+  SRDMA_FORWARD_IF_SYSTEM(ctx, ibv_close_device, ctx);
   if (ctx == nullptr) return EINVAL;
   untrack(ctx);  // after this no event delivery can be using it
   destroy(&context_of(ctx));

@@ -10,6 +10,7 @@
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/objects.hpp"
 #include "verbs-shim/ops.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -177,12 +178,14 @@ namespace core = softrdma::core;
 SRDMA_LATEST_1_1(ibv_create_cq)
 ibv_cq* srdma_default_ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
                                     int comp_vector) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_create_cq, context, cqe, cq_context, channel, comp_vector);
   Cq* c = create(context, cqe, cq_context, channel, comp_vector, 0);
   return c != nullptr ? base_of(*c) : nullptr;
 }
 
 SRDMA_LATEST_1_1(ibv_resize_cq)
 int srdma_default_ibv_resize_cq(ibv_cq* cq, int cqe) {
+  SRDMA_FORWARD_IF_SYSTEM(cq, ibv_resize_cq, cq, cqe);
   if (cq == nullptr || cqe <= 0) return EINVAL;
   // EINVAL when more completions wait than the new size holds (ibv_resize_cq(3)).
   const int err = link(cq->context).resize_cq(cq->handle, static_cast<std::uint32_t>(cqe));
@@ -192,6 +195,7 @@ int srdma_default_ibv_resize_cq(ibv_cq* cq, int cqe) {
 
 SRDMA_LATEST_1_1(ibv_destroy_cq)
 int srdma_default_ibv_destroy_cq(ibv_cq* cq) {
+  SRDMA_FORWARD_IF_SYSTEM(cq, ibv_destroy_cq, cq);
   if (cq == nullptr) return EINVAL;
   const int err = link(cq->context).destroy_cq(cq->handle);
   if (err != 0) return err;  // EBUSY while a QP or SRQ uses it

@@ -1,12 +1,15 @@
-// Device discovery: ibv_get_device_list and the per-device getters.
+// Device discovery: ibv_get_device_list and the per-device getters. softrdma's devices and
+// the machine's own (system_rdma_core.hpp) share one list, in the order SOFTRDMA_REAL_DEVICES says.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <span>
 
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/shim_marker.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -69,16 +72,24 @@ ibv_device** srdma_default_ibv_get_device_list(int* num_devices) {
   if (num_devices != nullptr) *num_devices = 0;
   // A device that cannot start (the reason is on stderr) is absent, as an RNIC whose driver
   // failed would be: an empty list, not an error.
-  ibv_device* const devices[] = {the_device(), the_device() != nullptr ? the_iwarp_device() : nullptr};
+  ibv_device* const ours[] = {the_device(), the_device() != nullptr ? the_iwarp_device() : nullptr};
+  const std::span<ibv_device* const> machine = system::devices();
   // A fresh NULL-terminated array per call, freed by ibv_free_device_list.
-  auto** list = static_cast<ibv_device**>(std::calloc(std::size(devices) + 1, sizeof(ibv_device*)));
+  auto** list = static_cast<ibv_device**>(std::calloc(std::size(ours) + machine.size() + 1, sizeof(ibv_device*)));
   if (list == nullptr) {
     errno = ENOMEM;
     return nullptr;
   }
   int n = 0;
-  for (ibv_device* dev : devices) {
+  const bool machine_first = system::placement() == system::Placement::first;
+  if (machine_first) {
+    for (ibv_device* dev : machine) list[n++] = dev;
+  }
+  for (ibv_device* dev : ours) {
     if (dev != nullptr) list[n++] = dev;
+  }
+  if (!machine_first) {
+    for (ibv_device* dev : machine) list[n++] = dev;
   }
   if (num_devices != nullptr) *num_devices = n;
   return list;
@@ -92,6 +103,7 @@ const char* srdma_default_ibv_get_device_name(ibv_device* device) { return devic
 
 SRDMA_DEFAULT_VERSION(ibv_get_device_guid, "IBVERBS_1.1")
 __be64 srdma_default_ibv_get_device_guid(ibv_device* device) {
+  SRDMA_FORWARD_IF_SYSTEM(device, ibv_get_device_guid, device);
   const BoundDevice* bound = bound_of(device);
   if (bound == nullptr) return 0;
   __be64 guid;
@@ -101,6 +113,7 @@ __be64 srdma_default_ibv_get_device_guid(ibv_device* device) {
 
 // The kernel's ibdev index in rdma-core; librdmacm and pyverbs record it. -1 means unknown.
 SRDMA_EXPORT int ibv_get_device_index(ibv_device* device) {
+  SRDMA_FORWARD_IF_SYSTEM(device, ibv_get_device_index, device);
   const BoundDevice* bound = bound_of(device);
   if (bound == nullptr) return -1;
   return bound->identity.transport == Transport::iwarp ? kIwarpDeviceIndex : kDeviceIndex;

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "verbs-shim/context.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -27,6 +28,25 @@ void acknowledge(pthread_mutex_t& mutex, pthread_cond_t& cond, unsigned int& cou
   counter += n;
   pthread_cond_signal(&cond);
   pthread_mutex_unlock(&mutex);
+}
+
+// The context of the object an event is about; null for a device's or a port's event, which
+// names only the device.
+const ibv_context* event_context(const ibv_async_event& event) {
+  const auto& e = event.element;
+  switch (event_object(event.event_type)) {
+    case EventObject::cq:
+      return e.cq->context;
+    case EventObject::qp:
+      return e.qp->context;
+    case EventObject::srq:
+      return e.srq->context;
+    case EventObject::wq:
+      return e.wq->context;
+    case EventObject::none:
+      break;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -77,6 +97,7 @@ void hold_channel(ibv_comp_channel* channel, int delta) {
 using namespace softrdma::shim;
 
 SRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_create_comp_channel, context);
   if (context == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -98,6 +119,7 @@ SRDMA_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
 }
 
 SRDMA_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  SRDMA_FORWARD_IF_SYSTEM(channel, ibv_destroy_comp_channel, channel);
   if (channel == nullptr) return EINVAL;
   pthread_mutex_lock(&channel->context->mutex);
   const bool busy = channel->refcnt != 0;  // a CQ still reports to it
@@ -112,6 +134,7 @@ SRDMA_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 
 SRDMA_DEFAULT_VERSION(ibv_get_cq_event, "IBVERBS_1.1")
 int srdma_default_ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  SRDMA_FORWARD_IF_SYSTEM(channel, ibv_get_cq_event, channel, cq, cq_context);
   ibv_cq* which = nullptr;  // a notification is the CQ's address
   ssize_t n = ::recv(channel->fd, &which, sizeof which, 0);
   if (n != static_cast<ssize_t>(sizeof which)) {
@@ -125,11 +148,13 @@ int srdma_default_ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void*
 
 SRDMA_DEFAULT_VERSION(ibv_ack_cq_events, "IBVERBS_1.1")
 void srdma_default_ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  SRDMA_FORWARD_IF_SYSTEM(cq, ibv_ack_cq_events, cq, nevents);
   acknowledge(cq->mutex, cq->cond, cq->comp_events_completed, nevents);
 }
 
 SRDMA_DEFAULT_VERSION(ibv_get_async_event, "IBVERBS_1.1")
 int srdma_default_ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_get_async_event, context, event);
   for (;;) {
     ssize_t n = ::recv(context->async_fd, event, sizeof *event, 0);
     if (n != static_cast<ssize_t>(sizeof *event)) {
@@ -142,6 +167,7 @@ int srdma_default_ibv_get_async_event(ibv_context* context, ibv_async_event* eve
 
 SRDMA_DEFAULT_VERSION(ibv_ack_async_event, "IBVERBS_1.1")
 void srdma_default_ibv_ack_async_event(ibv_async_event* event) {
+  SRDMA_FORWARD_IF_SYSTEM(event_context(*event), ibv_ack_async_event, event);
   const auto& e = event->element;
   switch (event_object(event->event_type)) {
     case EventObject::cq:

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "verbs-shim/host_link.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 #include "verbs-shim/verbs_api.hpp"
 
 namespace {
@@ -21,9 +22,16 @@ namespace {
 
 }  // namespace
 
-SRDMA_EXPORT int ibv_fork_init(void) { return 0; }
+// The machine's own devices do pin pages: rdma-core must protect their MRs.
+SRDMA_EXPORT int ibv_fork_init(void) {
+  if (softrdma::shim::system::devices().empty()) return 0;
+  return SRDMA_SYSTEM_CALL(ibv_fork_init);
+}
 
-SRDMA_EXPORT ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
+SRDMA_EXPORT ibv_fork_status ibv_is_fork_initialized(void) {
+  if (softrdma::shim::system::devices().empty()) return IBV_FORK_UNNEEDED;
+  return SRDMA_SYSTEM_CALL(ibv_is_fork_initialized);
+}
 
 // madvise(MADV_DONTFORK) bookkeeping in rdma-core, which providers call; nothing to protect
 // here. No longer declared in the installed headers.

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "verbs-shim/host_link.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 #include "verbs-shim/unsupported.hpp"
 #include "verbs-shim/verbs_api.hpp"
 
@@ -29,13 +30,15 @@ int reported(int err, const char* verb) {
 
 // Both names also have an @IBVERBS_1.0 compat version (compat_1_0.cpp).
 SRDMA_DEFAULT_VERSION(ibv_attach_mcast, "IBVERBS_1.1")
-int srdma_default_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t) {
+int srdma_default_ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_attach_mcast, qp, gid, lid);
   if (qp == nullptr || gid == nullptr) return EINVAL;
   return reported(link(qp->context).attach_mcast(qp->qp_num, gid_of(*gid)), "ibv_attach_mcast");
 }
 
 SRDMA_DEFAULT_VERSION(ibv_detach_mcast, "IBVERBS_1.1")
-int srdma_default_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t) {
+int srdma_default_ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_detach_mcast, qp, gid, lid);
   if (qp == nullptr || gid == nullptr) return EINVAL;
   return reported(link(qp->context).detach_mcast(qp->qp_num, gid_of(*gid)), "ibv_detach_mcast");
 }

@@ -6,6 +6,7 @@
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/objects.hpp"
 #include "verbs-shim/ops.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -78,6 +79,7 @@ namespace core = softrdma::core;
 
 SRDMA_LATEST_1_1(ibv_alloc_pd)
 ibv_pd* srdma_default_ibv_alloc_pd(ibv_context* context) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_alloc_pd, context);
   if (context == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -100,6 +102,7 @@ ibv_pd* srdma_default_ibv_alloc_pd(ibv_context* context) {
 
 SRDMA_LATEST_1_1(ibv_dealloc_pd)
 int srdma_default_ibv_dealloc_pd(ibv_pd* pd) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_dealloc_pd, pd);
   if (pd == nullptr) return set_errno(EINVAL);
   Pd& p = pd_of(pd);
   if (p.parent_of == nullptr) {
@@ -140,21 +143,25 @@ ibv_pd* alloc_parent_domain_op(ibv_context* context, ibv_parent_domain_init_attr
 
 SRDMA_LATEST_1_1(ibv_reg_mr)
 ibv_mr* srdma_default_ibv_reg_mr(ibv_pd* pd, void* addr, std::size_t length, int access) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_reg_mr, pd, addr, length, access);
   return register_mr(pd, addr, length, reinterpret_cast<std::uint64_t>(addr), static_cast<unsigned>(access));
 }
 
 SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova, int access) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_reg_mr_iova, pd, addr, length, iova, access);
   return register_mr(pd, addr, length, iova, static_cast<unsigned>(access));
 }
 
 SRDMA_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t iova,
                                       unsigned int access) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_reg_mr_iova2, pd, addr, length, iova, access);
   return register_mr(pd, addr, length, iova, access);
 }
 
 // ibv_rereg_mr reports failures as enum ibv_rereg_mr_err_code (negative), errno the reason.
 // The MR keeps its keys (IBTA vol. 1 s11.2.8.10), so a peer holding the rkey keeps using it.
 SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std::size_t length, int access) {
+  SRDMA_FORWARD_IF_SYSTEM(mr, ibv_rereg_mr, mr, flags, pd, addr, length, access);
   constexpr int kKnown = IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS;
   if (mr == nullptr || flags == 0 || (flags & ~kKnown) || ((flags & IBV_REREG_MR_CHANGE_PD) && pd == nullptr) ||
       ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && length != 0 && addr == nullptr)) {
@@ -190,6 +197,7 @@ SRDMA_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, std
 
 SRDMA_LATEST_1_1(ibv_dereg_mr)
 int srdma_default_ibv_dereg_mr(ibv_mr* mr) {
+  SRDMA_FORWARD_IF_SYSTEM(mr, ibv_dereg_mr, mr);
   if (mr == nullptr) return set_errno(EINVAL);
   const int err = link(mr->context).dereg_mr(mr->lkey);
   if (err != 0) return set_errno(err);

@@ -7,6 +7,7 @@
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/objects.hpp"
 #include "verbs-shim/ops.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -190,6 +191,7 @@ namespace core = softrdma::core;
 
 SRDMA_LATEST_1_1(ibv_create_qp)
 ibv_qp* srdma_default_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_create_qp, pd, attr);
   if (pd == nullptr || attr == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -212,6 +214,7 @@ ibv_qp* srdma_default_ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 
 SRDMA_LATEST_1_1(ibv_modify_qp)
 int srdma_default_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_modify_qp, qp, attr, attr_mask);
   if (qp == nullptr || attr == nullptr) return EINVAL;
   const auto mask = static_cast<std::uint32_t>(attr_mask);
   // A RoCE address is a GID: without a GRH there is nowhere to send (IBTA vol. 1 annex A16.4;
@@ -224,7 +227,8 @@ int srdma_default_ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
 }
 
 SRDMA_LATEST_1_1(ibv_query_qp)
-int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
+int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_query_qp, qp, attr, attr_mask, init_attr);
   if (qp == nullptr || attr == nullptr || init_attr == nullptr) return EINVAL;
   core::QpAttr a;
   core::QpInitAttr init;
@@ -246,6 +250,7 @@ int srdma_default_ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_a
 
 SRDMA_LATEST_1_1(ibv_destroy_qp)
 int srdma_default_ibv_destroy_qp(ibv_qp* qp) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_destroy_qp, qp);
   if (qp == nullptr) return EINVAL;
   const int err = link(qp->context).destroy_qp(qp->qp_num);
   if (err != 0) return err;
@@ -257,6 +262,7 @@ int srdma_default_ibv_destroy_qp(ibv_qp* qp) {
 // Only a QP created with send_ops_flags has the extended send API (rdma-core returns NULL for
 // the others too).
 SRDMA_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  SRDMA_FORWARD_IF_SYSTEM(qp, ibv_qp_to_qp_ex, qp);
   if (qp == nullptr || qp_of(qp).send_ops_flags == 0) return nullptr;
   return &qp_of(qp).ex;
 }

@@ -10,6 +10,7 @@
 #include "verbs-shim/context.hpp"
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/ops.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -78,6 +79,7 @@ using namespace softrdma::shim;
 
 SRDMA_DEFAULT_VERSION(ibv_query_device, "IBVERBS_1.1")
 int srdma_default_ibv_query_device(ibv_context* context, ibv_device_attr* out) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_query_device, context, out);
   if (context == nullptr || out == nullptr) return EINVAL;
   *out = device_attr(identity_of(context), offers_of(context));
   return 0;
@@ -88,6 +90,7 @@ int srdma_default_ibv_query_device(ibv_context* context, ibv_device_attr* out) {
 // (verbs-abi.md §8.8). Current programs reach query_port_op through verbs.h's inline wrapper.
 SRDMA_DEFAULT_VERSION(ibv_query_port, "IBVERBS_1.1")
 int srdma_default_ibv_query_port(ibv_context* context, std::uint8_t port_num, _compat_ibv_port_attr* out) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_query_port, context, port_num, out);
   if (context == nullptr || out == nullptr || !valid_port(port_num)) return EINVAL;
   const ibv_port_attr full = port_attr(identity_of(context));
   std::memcpy(static_cast<void*>(out), &full, offsetof(ibv_port_attr, port_cap_flags2));
@@ -97,6 +100,7 @@ int srdma_default_ibv_query_port(ibv_context* context, std::uint8_t port_num, _c
 // rdma-core's contract: an empty slot reads as the zero GID and succeeds; -1 otherwise.
 SRDMA_DEFAULT_VERSION(ibv_query_gid, "IBVERBS_1.1")
 int srdma_default_ibv_query_gid(ibv_context* context, std::uint8_t port_num, int index, ibv_gid* gid) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_query_gid, context, port_num, index, gid);
   const Gid* g = context != nullptr && gid != nullptr && valid_port(port_num) && index >= 0
                      ? gid_at(identity_of(context), static_cast<std::uint64_t>(index))
                      : nullptr;
@@ -111,6 +115,7 @@ int srdma_default_ibv_query_gid(ibv_context* context, std::uint8_t port_num, int
 // ibv_query_gid_ex: errno values; an empty slot is ENODATA (test_query_gid_ex_bad_flow).
 SRDMA_EXPORT int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port_num, std::uint32_t gid_index,
                                    ibv_gid_entry* entry, std::uint32_t flags, std::size_t entry_size) {
+  SRDMA_FORWARD_IF_SYSTEM(context, _ibv_query_gid_ex, context, port_num, gid_index, entry, flags, entry_size);
   if (context == nullptr || entry == nullptr || flags != 0 || entry_size < sizeof(ibv_gid_entry) ||
       !valid_port(port_num))
     return EINVAL;
@@ -126,6 +131,7 @@ SRDMA_EXPORT int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port_num,
 // (test_query_gid_table_bad_flow passes 0).
 SRDMA_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, std::size_t max_entries,
                                           std::uint32_t flags, std::size_t entry_size) {
+  SRDMA_FORWARD_IF_SYSTEM(context, _ibv_query_gid_table, context, entries, max_entries, flags, entry_size);
   if (context == nullptr || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   const DeviceIdentity& id = identity_of(context);
   std::size_t populated = 0;
@@ -144,6 +150,7 @@ SRDMA_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* e
 // PRIVATE_34, but ibv_devinfo and pyverbs import it to print "RoCE v2" (verbs-abi.md §8.12).
 SRDMA_EXPORT int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num, unsigned int index,
                                     ibv_gid_type_sysfs* type) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_query_gid_type, context, port_num, index, type);
   const Gid* g =
       context != nullptr && type != nullptr && valid_port(port_num) ? gid_at(identity_of(context), index) : nullptr;
   if (g == nullptr || is_empty(*g)) {
@@ -157,6 +164,7 @@ SRDMA_EXPORT int ibv_query_gid_type(ibv_context* context, std::uint8_t port_num,
 // One P_Key, the default full-membership 0xffff: RoCE has no partitions to manage.
 SRDMA_DEFAULT_VERSION(ibv_query_pkey, "IBVERBS_1.1")
 int srdma_default_ibv_query_pkey(ibv_context* context, std::uint8_t port_num, int index, __be16* pkey) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_query_pkey, context, port_num, index, pkey);
   if (context == nullptr || pkey == nullptr || !valid_port(port_num) || index != 0) {
     errno = EINVAL;
     return -1;
@@ -166,6 +174,7 @@ int srdma_default_ibv_query_pkey(ibv_context* context, std::uint8_t port_num, in
 }
 
 SRDMA_EXPORT int ibv_get_pkey_index(ibv_context* context, std::uint8_t port_num, __be16 pkey) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_get_pkey_index, context, port_num, pkey);
   if (context == nullptr || !valid_port(port_num) || pkey != htobe16(kDefaultPkey)) {
     errno = EINVAL;
     return -1;

@@ -8,6 +8,7 @@
 #include "verbs-shim/host_link.hpp"
 #include "verbs-shim/objects.hpp"
 #include "verbs-shim/ops.hpp"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::shim {
 
@@ -174,6 +175,7 @@ namespace core = softrdma::core;
 
 SRDMA_LATEST_1_1(ibv_create_srq)
 ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_create_srq, pd, attr);
   if (pd == nullptr || attr == nullptr) {
     errno = EINVAL;
     return nullptr;
@@ -183,6 +185,7 @@ ibv_srq* srdma_default_ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 
 SRDMA_LATEST_1_1(ibv_modify_srq)
 int srdma_default_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  SRDMA_FORWARD_IF_SYSTEM(srq, ibv_modify_srq, srq, attr, mask);
   if (srq == nullptr || attr == nullptr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
   return link(srq->context)
       .modify_srq(srq->handle, attr->max_wr, attr->srq_limit, mask & IBV_SRQ_MAX_WR, mask & IBV_SRQ_LIMIT);
@@ -190,12 +193,14 @@ int srdma_default_ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 
 SRDMA_LATEST_1_1(ibv_query_srq)
 int srdma_default_ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  SRDMA_FORWARD_IF_SYSTEM(srq, ibv_query_srq, srq, attr);
   if (srq == nullptr || attr == nullptr) return EINVAL;
   return link(srq->context).query_srq(srq->handle, attr->max_wr, attr->max_sge, attr->srq_limit);
 }
 
 SRDMA_LATEST_1_1(ibv_destroy_srq)
 int srdma_default_ibv_destroy_srq(ibv_srq* srq) {
+  SRDMA_FORWARD_IF_SYSTEM(srq, ibv_destroy_srq, srq);
   if (srq == nullptr) return EINVAL;
   const int err = link(srq->context).destroy_srq(srq->handle);
   if (err != 0) return err;  // EBUSY while a QP uses it
@@ -206,6 +211,7 @@ int srdma_default_ibv_destroy_srq(ibv_srq* srq) {
 
 SRDMA_LATEST_1_1(ibv_create_ah)
 ibv_ah* srdma_default_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_create_ah, pd, attr);
   // RoCE addresses are GIDs: an AH without a GRH names no one (the kernel refuses it too).
   if (pd == nullptr || attr == nullptr || !attr->is_global) {
     errno = EINVAL;
@@ -231,6 +237,7 @@ ibv_ah* srdma_default_ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 
 SRDMA_LATEST_1_1(ibv_destroy_ah)
 int srdma_default_ibv_destroy_ah(ibv_ah* ah) {
+  SRDMA_FORWARD_IF_SYSTEM(ah, ibv_destroy_ah, ah);
   if (ah == nullptr) return EINVAL;
   const int err = link(ah->context).destroy_ah(ah->handle);
   if (err != 0) return err;
@@ -242,6 +249,7 @@ int srdma_default_ibv_destroy_ah(ibv_ah* ah) {
 // it was sent to (ibv_init_ah_from_wc(3)).
 SRDMA_EXPORT int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
                                      ibv_ah_attr* ah_attr) {
+  SRDMA_FORWARD_IF_SYSTEM(context, ibv_init_ah_from_wc, context, port_num, wc, grh, ah_attr);
   if (context == nullptr || wc == nullptr || ah_attr == nullptr || port_num != 1 || grh == nullptr ||
       !(wc->wc_flags & IBV_WC_GRH)) {
     errno = EINVAL;
@@ -274,6 +282,7 @@ SRDMA_EXPORT int ibv_init_ah_from_wc(ibv_context* context, std::uint8_t port_num
 }
 
 SRDMA_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, std::uint8_t port_num) {
+  SRDMA_FORWARD_IF_SYSTEM(pd, ibv_create_ah_from_wc, pd, wc, grh, port_num);
   ibv_ah_attr attr;
   if (pd == nullptr || ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &attr) != 0) return nullptr;
   return srdma_default_ibv_create_ah(pd, &attr);
