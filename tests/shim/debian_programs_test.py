@@ -489,7 +489,7 @@ def check_devices(softrdma):
     print(out + err)
     check(rc == 0, "softrdma devices exits 0", err)
     for pattern, what in [
-        (r"^srdma0$", "the device name"),
+        (r"^srdma0 \(softrdma's\)$", "the device name and kind"),
         (r"^\s+node GUID:\s+0200:7fff:fe00:00[0-9a-f]{2}$", "node GUID"),
         (r"^\s+port 1:\s+PORT_ACTIVE, link_layer Ethernet, active_mtu (1024|4096)", "port state, link layer, MTU"),
         (r"^\s+GID\[0\]:\s+::ffff:127\.0\.0\.\d+, RoCE v2$", "GID 0"),
@@ -499,6 +499,47 @@ def check_devices(softrdma):
     rc, out, err = run([softrdma, "devices", "--ip", "127.1.2.3"])
     check(rc == 0 and "0200:7fff:fe01:0203" in out and "bound address:  127.1.2.3," in out,
           "softrdma devices --ip 127.1.2.3", out + err)
+    return finish()
+
+
+# A pyverbs program under softrdma run: the names it lists, one per line, then every mapped file
+# that is rdma-core's (its libibverbs or a provider under libibverbs/), then "end".
+LIST_AND_MAPS = r"""
+import pyverbs.device as d
+for dev in d.get_device_list():
+    print(dev.name.decode())
+with open("/proc/self/maps") as maps:
+    files = {line.split()[-1] for line in maps if line.rstrip().endswith(".so") or ".so." in line}
+for f in sorted(files):
+    if f.startswith(("/usr/lib", "/lib")) and ("/libibverbs" in f):
+        print("mapped " + f)
+print("end")
+"""
+
+
+def check_real_devices_absent(softrdma):
+    """Without a kernel RDMA device, every placement of the machine's devices lists srdma0 alone
+    and loads nothing of rdma-core's; a bad placement is one line."""
+    kernel = [e for e in os.listdir("/sys/class/infiniband_verbs") if e.startswith("uverbs")] \
+        if os.path.isdir("/sys/class/infiniband_verbs") else []
+    if kernel:
+        print(f"SKIP: this machine has kernel RDMA devices ({', '.join(kernel)}); tests/interop/passthrough_guests.sh covers them")
+        return 77
+    need("/usr/bin/python3", "python3-pyverbs")
+    for where in ["first", "after", "hide", None]:
+        argv = [softrdma, "run"] + (["--real-devices", where] if where else []) + ["--", "/usr/bin/python3", "-c", LIST_AND_MAPS]
+        rc, out, err = run(argv)
+        what = f"--real-devices {where}" if where else "no --real-devices"
+        check(rc == 0 and out.splitlines() == ["srdma0", "end"], f"{what}: srdma0 alone, rdma-core's library not loaded",
+              out + err)
+        check(err == "", f"{what}: nothing on stderr", err)
+    rc, out, err = run([softrdma, "run", "--real-devices", "sideways", "--", "ibv_devices"])
+    check(rc == 2 and err == "softrdma run: --real-devices takes first, after or hide, not 'sideways'\n",
+          "--real-devices sideways: exit 2 and one line", err)
+    rc, out, err = run([softrdma, "run", "--", "/usr/bin/python3", "-c", LIST_AND_MAPS],
+                       env=clean_env(SOFTRDMA_REAL_DEVICES="sideways"))
+    check(rc == 0 and out.splitlines() == ["srdma0", "end"] and err.count("\n") == 1 and "is not first, after or hide" in err,
+          "SOFTRDMA_REAL_DEVICES=sideways: srdma0 listed and one line saying the machine's devices are hidden", out + err)
     return finish()
 
 
@@ -668,6 +709,8 @@ def main(argv):
             return check_run_errors(softrdma, rest[0] if rest else None)
         if name == "devices":
             return check_devices(softrdma)
+        if name == "real_devices_absent":
+            return check_real_devices_absent(softrdma)
         if name == "ipv6":
             return check_ipv6(softrdma)
         if name == "netdev":

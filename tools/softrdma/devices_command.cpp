@@ -19,10 +19,12 @@ namespace softrdma::devices {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: softrdma devices [--ip ADDR | --netdev IFNAME | --daemon[=SOCKET]]\n"
+    "usage: softrdma devices [--ip ADDR | --netdev IFNAME | --daemon[=SOCKET]] [--real-devices WHERE]\n"
     "\n"
-    "Lists softrdma's RDMA devices as a program run with 'softrdma run' sees them: name, node GUID,\n"
-    "port state, link layer, MTU, GID 0 and the IPv4 or IPv6 address and UDP port the device uses.\n"
+    "Lists the RDMA devices a program run with 'softrdma run' sees, in its order: softrdma's, with\n"
+    "name, node GUID, port state, link layer, MTU, GID 0 and the IPv4 or IPv6 address and UDP port\n"
+    "the device uses, and the machine's own (an RNIC, kernel rxe or siw), which rdma-core's\n"
+    "libraries serve through softrdma's, marked 'the machine's'.\n"
     "With --daemon, the device of the softrdmad listening on SOCKET (default: softrdmad.sock in the\n"
     "runtime directory), as 'softrdma run --daemon' programs see it.\n"
     "\n"
@@ -32,6 +34,7 @@ constexpr const char* kUsage =
     "  --netdev IFNAME  the first IPv4 address of interface IFNAME or, if it has none, its first\n"
     "                   global IPv6 address\n"
     "  --daemon[=SOCKET]  the daemon's device ($SOFTRDMA_DAEMON does the same)\n"
+    "  --real-devices WHERE  the machine's devices 'after' softrdma's (default), 'first', or 'hide'\n"
     "  --help           this text\n";
 
 int fail(int status, const std::string& message) {
@@ -52,6 +55,7 @@ struct Verbs {
   decltype(&::ibv_query_gid) query_gid;
   decltype(&::ibv_query_gid_type) query_gid_type;
   decltype(&::ibv_port_state_str) port_state_str;
+  decltype(&::softrdma_is_system_device) is_system_device;
 };
 
 template <class F>
@@ -70,7 +74,8 @@ bool bind_all(void* lib, Verbs& v) {
          bind(lib, v.query_port, "ibv_query_port", "IBVERBS_1.1") &&
          bind(lib, v.query_gid, "ibv_query_gid", "IBVERBS_1.1") &&
          bind(lib, v.query_gid_type, "ibv_query_gid_type", "IBVERBS_PRIVATE_34") &&
-         bind(lib, v.port_state_str, "ibv_port_state_str", "IBVERBS_1.1");
+         bind(lib, v.port_state_str, "ibv_port_state_str", "IBVERBS_1.1") &&
+         bind(lib, v.is_system_device, "softrdma_is_system_device", "SOFTRDMA_PRIVATE_1");
 }
 
 std::string guid_text(__be64 guid) {
@@ -82,6 +87,12 @@ std::string guid_text(__be64 guid) {
 }
 
 int mtu_bytes(ibv_mtu mtu) { return 128 << static_cast<int>(mtu); }
+
+void describe_binding(const ibv_gid& gid) {
+  shim::IpAddress bound;
+  std::memcpy(bound.bytes.data(), gid.raw, sizeof gid.raw);
+  std::printf("  bound address:  %s, UDP port %u (RoCEv2)\n", shim::to_string(bound).c_str(), shim::kRoceV2Port);
+}
 
 // Prints one device; false when a query fails.
 bool describe(const Verbs& v, ibv_device* dev) {
@@ -103,17 +114,17 @@ bool describe(const Verbs& v, ibv_device* dev) {
   } else {
     char gid_text[INET6_ADDRSTRLEN];
     inet_ntop(AF_INET6, gid.raw, gid_text, sizeof gid_text);
-    std::printf("%s\n", name);
+    const bool machines = v.is_system_device(dev) != 0;
+    std::printf("%s%s\n", name, machines ? " (the machine's, through rdma-core)" : " (softrdma's)");
     std::printf("  node GUID:      %s\n", guid_text(dattr.node_guid).c_str());
     std::printf("  fw_ver:         %s\n", dattr.fw_ver);
     std::printf("  port 1:         %s, link_layer %s, active_mtu %d (max %d)\n", v.port_state_str(pattr.state),
                 pattr.link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand", mtu_bytes(pattr.active_mtu),
                 mtu_bytes(pattr.max_mtu));
     std::printf("  GID[0]:         %s, %s\n", gid_text, gid_type == IBV_GID_TYPE_SYSFS_ROCE_V2 ? "RoCE v2" : "RoCE v1");
-    // GID 0 is the RoCEv2 GID of the bound address: ::ffff:a.b.c.d or the IPv6 address itself.
-    shim::IpAddress bound;
-    std::memcpy(bound.bytes.data(), gid.raw, sizeof gid.raw);
-    std::printf("  bound address:  %s, UDP port %u (RoCEv2)\n", shim::to_string(bound).c_str(), shim::kRoceV2Port);
+    // GID 0 of softrdma's devices is the RoCEv2 GID of the bound address: ::ffff:a.b.c.d or the
+    // IPv6 address itself.
+    if (!machines) describe_binding(gid);
   }
   v.close_device(ctx);
   return ok;
@@ -124,6 +135,7 @@ bool describe(const Verbs& v, ibv_device* dev) {
 int devices_main(int argc, char** argv) {
   run::AddressFlags flags;
   std::optional<std::string> daemon;
+  const char* real_devices = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--help" || a == "-h") {
@@ -131,7 +143,8 @@ int devices_main(int argc, char** argv) {
       return 0;
     }
     std::string error;
-    if (!run::read_daemon_flag(a, daemon, error) && !run::read_address_flag(argc, argv, i, flags, error)) {
+    if (!run::read_daemon_flag(a, daemon, error) && !run::read_address_flag(argc, argv, i, flags, error) &&
+        !run::read_real_devices_flag(argc, argv, i, real_devices, error)) {
       return fail(2, "unexpected argument '" + std::string(a) + "' (see softrdma devices --help)");
     }
     if (!error.empty()) return fail(2, error);
@@ -139,6 +152,7 @@ int devices_main(int argc, char** argv) {
   if (daemon && (flags.ip || flags.netdev)) return fail(2, "--daemon takes no address: the device has the daemon's");
   // The library reads its configuration from the environment, as under `softrdma run`.
   if (daemon) ::setenv(host::kDaemonVariable, daemon->c_str(), 1);
+  ::setenv(run::kRealDevicesVariable, real_devices != nullptr ? real_devices : "after", real_devices != nullptr);
   if (std::string error = run::apply_address_flags(flags); !error.empty()) return fail(2, error);
 
   run::ShimLocation loc = run::find_shim_dir();
@@ -157,7 +171,7 @@ int devices_main(int argc, char** argv) {
   if (list == nullptr) return fail(1, std::string("no device list: ") + std::strerror(errno));
   bool ok = true;
   for (int i = 0; i < n; ++i) ok = describe(v, list[i]) && ok;
-  if (n == 0) std::puts("no softrdma devices");
+  if (n == 0) std::puts("no RDMA devices");
   v.free_device_list(list);
   std::printf("library: %s\n", path.c_str());
   // The library stays loaded: this process ends here, and unloading buys nothing.

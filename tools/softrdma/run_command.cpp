@@ -23,8 +23,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: softrdma run [--ip ADDR | --netdev IFNAME] [--capture FILE] [--faults SPEC] [--stats FILE] [--no-gso] "
-    "[--iwarp [--mpa-crc]] [--] PROGRAM [ARGS...]\n"
-    "       softrdma run --daemon[=SOCKET] [--] PROGRAM [ARGS...]\n"
+    "[--iwarp [--mpa-crc]] [--real-devices WHERE] [--] PROGRAM [ARGS...]\n"
+    "       softrdma run --daemon[=SOCKET] [--real-devices WHERE] [--] PROGRAM [ARGS...]\n"
     "\n"
     "Runs PROGRAM, an unmodified program linked against libibverbs or librdmacm (ibv_devinfo,\n"
     "ibv_rc_pingpong, ib_write_bw, rping, qperf, python3 with pyverbs, ...), on softrdma's software\n"
@@ -72,6 +72,10 @@ constexpr const char* kUsage =
     "                   SOFTRDMA_DAEMON; default: softrdmad.sock in the runtime directory) instead\n"
     "                   of running one in PROGRAM: processes on one daemon share its device and\n"
     "                   address. The address, capture, faults and GSO are the daemon's options.\n"
+    "  --real-devices WHERE  where the machine's own RDMA devices (an RNIC, kernel rxe or siw),\n"
+    "                   which rdma-core's libraries serve beside softrdma's, go in the device list:\n"
+    "                   'after' softrdma's (the default here), 'first', or 'hide' them (sets\n"
+    "                   SOFTRDMA_REAL_DEVICES; a program started without softrdma run gets 'first').\n"
     "  --help           this text\n"
     "\n"
     "Environment (the options replace both address variables):\n"
@@ -86,6 +90,7 @@ constexpr const char* kUsage =
     "  SOFTRDMA_IWARP    1 as --iwarp\n"
     "  SOFTRDMA_MPA_CRC  1 as --mpa-crc; 0 or unset: CRCs when the peer asks\n"
     "  SOFTRDMA_DAEMON   as --daemon=SOCKET (empty: the device runs in PROGRAM)\n"
+    "  SOFTRDMA_REAL_DEVICES  as --real-devices (unset: after)\n"
     "  SOFTRDMA_DEBUG    when set, the library names each verb it does not support as it is called\n"
     "\n"
     "Exit status: PROGRAM's; 127 if it is not found, 126 if it cannot run on softrdma (statically\n"
@@ -254,6 +259,17 @@ bool read_daemon_flag(std::string_view arg, std::optional<std::string>& socket, 
   return true;
 }
 
+bool read_real_devices_flag(int argc, char** argv, int& i, const char*& where, std::string& error) {
+  const std::string_view a = argv[i];
+  if (a != "--real-devices" && !a.starts_with("--real-devices=")) return false;
+  where = a == "--real-devices" ? (i + 1 < argc ? argv[++i] : "") : argv[i] + std::strlen("--real-devices=");
+  const std::string_view w = where;
+  if (w != "first" && w != "after" && w != "hide") {
+    error = "--real-devices takes first, after or hide, not '" + std::string(w) + "'";
+  }
+  return true;
+}
+
 int run_main(int argc, char** argv) {
   AddressFlags flags;
   const char* capture = nullptr;
@@ -262,6 +278,7 @@ int run_main(int argc, char** argv) {
   bool no_gso = false;
   bool iwarp = false;
   bool mpa_crc = false;
+  const char* real_devices = nullptr;
   std::optional<std::string> daemon;
   int i = 1;
   for (; i < argc; ++i) {
@@ -293,6 +310,8 @@ int run_main(int argc, char** argv) {
       iwarp = true;
     } else if (a == "--mpa-crc") {
       mpa_crc = true;
+    } else if (read_real_devices_flag(argc, argv, i, real_devices, error)) {
+      if (!error.empty()) return fail(2, error);
     } else if (read_daemon_flag(a, daemon, error)) {
       if (!error.empty()) return fail(2, error);
     } else if (a.starts_with("-")) {
@@ -318,6 +337,12 @@ int run_main(int argc, char** argv) {
   if (no_gso) export_setting("SOFTRDMA_UDP_GSO", "0");
   if (iwarp) export_setting("SOFTRDMA_IWARP", "1");
   if (mpa_crc) export_setting("SOFTRDMA_MPA_CRC", "1");
+  // Programs run on softrdma take its device first; the library alone puts the machine's first.
+  if (real_devices != nullptr) {
+    export_setting(kRealDevicesVariable, real_devices);
+  } else {
+    ::setenv(kRealDevicesVariable, "after", 0);
+  }
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {

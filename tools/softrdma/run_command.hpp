@@ -9,10 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "verbs-shim/system_rdma_core.hpp"
+
 namespace softrdma::run {
 
 inline constexpr const char* kShimFile = "libibverbs.so.1";
 inline constexpr const char* kLibDirVariable = "SOFTRDMA_LIB_DIR";
+inline constexpr const char* kRealDevicesVariable = shim::system::kPlacementVariable;
 
 // Where softrdma's libibverbs.so.1 lives, searched in this order:
 //   1. $SOFTRDMA_LIB_DIR, when set (and then only there);
@@ -53,6 +56,10 @@ std::string apply_address_flags(const AddressFlags& flags);
 // --daemon (the default socket) or --daemon=SOCKET, the option `run` and `devices` share: true
 // when argv[i] is it, with `socket` set, or `error` when its value is empty.
 bool read_daemon_flag(std::string_view arg, std::optional<std::string>& socket, std::string& error);
+
+// --real-devices WHERE (first, after or hide), which `run` and `devices` share: true when
+// argv[i] is it, moving i past its value, with `error` set when the value is none of the three.
+bool read_real_devices_flag(int argc, char** argv, int& i, const char*& where, std::string& error);
 
 int run_main(int argc, char** argv);  // argv[0] is "run"
 
