@@ -310,6 +310,84 @@ TEST_CASE("sysfs tree: one that no process holds is removed by the next run", "[
   CHECK(!fs::exists(running.root));
 }
 
+namespace {
+
+// Folders standing for the machine's /sys/class/infiniband, /sys/class/infiniband_verbs and
+// /dev/infiniband under WORK/real, with a kernel's rxe0 and mlx5_0 (a link, as sysfs has it) and
+// entries named like softrdma's own, which the tree must not link.
+run::RealFolders make_real_folders(const std::filesystem::path& work) {
+  namespace fs = std::filesystem;
+  const fs::path real = work / "real";
+  fs::create_directories(real / "class/infiniband/rxe0");
+  fs::create_directories(real / "class/infiniband/srdma0");
+  fs::create_directories(real / "devices/mlx5_0");
+  fs::create_symlink("../../devices/mlx5_0", real / "class/infiniband/mlx5_0");
+  fs::create_directories(real / "class/infiniband_verbs/uverbs0");
+  std::ofstream(real / "class/infiniband_verbs/abi_version") << "6\n";
+  fs::create_directories(real / "dev/infiniband");
+  for (const char* node : {"uverbs0", "rdma_cm", "uverbs_srdma0"}) std::ofstream(real / "dev/infiniband" / node);
+  return {(real / "class/infiniband").string(), (real / "class/infiniband_verbs").string(),
+          (real / "dev/infiniband").string()};
+}
+
+}  // namespace
+
+TEST_CASE("sysfs tree: links to the machine's own devices beside softrdma's", "[sysfs-view]") {
+  namespace fs = std::filesystem;
+  const TemporaryRuntimeDir dir;
+  const fs::path real = dir.work / "real";
+  const run::RealFolders folders = make_real_folders(dir.work);
+
+  const std::vector<SysfsFile> files = sysfs_files({IpAddress::v4(127, 77, 52, 1), "lo"});
+  const run::SysfsTree tree = run::write_sysfs_tree(files, {}, folders);
+  REQUIRE(tree.error.empty());
+  const fs::path root = tree.root;
+  CHECK(fs::read_symlink(root / "class/infiniband/rxe0") == real / "class/infiniband/rxe0");
+  CHECK(fs::read_symlink(root / "class/infiniband/mlx5_0") == real / "devices/mlx5_0");  // where sysfs's points
+  CHECK(fs::read_symlink(root / "class/infiniband_verbs/uverbs0") == real / "class/infiniband_verbs/uverbs0");
+  CHECK(read_file(root / "class/infiniband_verbs/abi_version") == "6\n");
+  CHECK(fs::read_symlink(root / "dev/infiniband/uverbs0") == real / "dev/infiniband/uverbs0");
+  CHECK(fs::read_symlink(root / "dev/infiniband/rdma_cm") == real / "dev/infiniband/rdma_cm");
+  // softrdma's own names stay its own.
+  CHECK(!fs::is_symlink(root / "class/infiniband/srdma0"));
+  CHECK(read_file(root / "class/infiniband/srdma0/node_type") == "1: CA\n");
+  CHECK(fs::read_symlink(root / "dev/infiniband/uverbs_srdma0") == "/dev/null");
+
+  // Without them (SOFTRDMA_REAL_DEVICES=hide): another tree, with no links.
+  const run::SysfsTree plain = run::write_sysfs_tree(files);
+  REQUIRE(plain.error.empty());
+  CHECK(plain.root != tree.root);
+  CHECK(!fs::exists(fs::path(plain.root) / "class/infiniband/rxe0"));
+  CHECK(!fs::exists(fs::path(plain.root) / "class/infiniband_verbs"));
+  CHECK(!fs::exists(fs::path(plain.root) / "dev/infiniband/uverbs0"));
+
+  // The same devices: the same tree, its lost links written again; a new device: another tree.
+  fs::remove(root / "class/infiniband/rxe0");
+  CHECK(run::write_sysfs_tree(files, {}, folders).root == tree.root);
+  CHECK(fs::read_symlink(root / "class/infiniband/rxe0") == real / "class/infiniband/rxe0");
+  fs::create_directories(real / "class/infiniband/siw0");
+  const run::SysfsTree more = run::write_sysfs_tree(files, {}, folders);
+  CHECK(more.root != tree.root);
+  CHECK(fs::is_symlink(fs::path(more.root) / "class/infiniband/siw0"));
+}
+
+TEST_CASE("sysfs view: the machine's folders are linked unless SOFTRDMA_REAL_DEVICES hides them", "[sysfs-view]") {
+  for (const char* shown : {static_cast<const char*>(nullptr), "", "first", "after"}) {
+    CAPTURE(shown != nullptr ? shown : "(unset)");
+    ScopedVariable placement("SOFTRDMA_REAL_DEVICES", shown);
+    const std::optional<run::RealFolders> folders = run::real_folders();
+    REQUIRE(folders);
+    CHECK(folders->infiniband_class == "/sys/class/infiniband");
+    CHECK(folders->verbs_class == "/sys/class/infiniband_verbs");
+    CHECK(folders->devices == "/dev/infiniband");
+  }
+  for (const char* hidden : {"hide", "last"}) {  // libibverbs hides them for a value it does not know
+    CAPTURE(hidden);
+    ScopedVariable placement("SOFTRDMA_REAL_DEVICES", hidden);
+    CHECK(!run::real_folders());
+  }
+}
+
 TEST_CASE("sysfs view: what softrdma run knows before exec", "[sysfs-view]") {
   ScopedVariable daemon("SOFTRDMA_DAEMON", nullptr);
   ScopedVariable netdev("SOFTRDMA_NETDEV", nullptr);

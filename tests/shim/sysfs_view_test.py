@@ -61,6 +61,12 @@ def under(softrdma, options, program, env=None, cwd=None):
     return run([softrdma, "run", *options, "--", *program], env=env, cwd=cwd)
 
 
+def real_entries(folder, own):
+    """The machine's own entries of FOLDER (a kernel's rxe0, uverbs0), which the view links to beside
+    softrdma's OWN names unless SOFTRDMA_REAL_DEVICES=hide."""
+    return sorted(set(os.listdir(folder)) - {own}) if os.path.isdir(folder) else []
+
+
 def devinfo_line(out, field):
     for line in out.splitlines():
         parts = line.split(":", 1)
@@ -110,7 +116,12 @@ def case_ls(softrdma, _softrdmad, _cc):
     rc, out, err = under(softrdma, [], ["ls", f"{DEV}/device/net/"])
     check(rc == 0 and out == "lo\n" and err == "", "ls device/net/ prints lo", f"rc={rc} {out!r} {err!r}")
     rc, out, err = under(softrdma, [], ["ls", "/sys/class/infiniband"])
-    check(rc == 0 and out == "srdma0\n", "ls /sys/class/infiniband prints srdma0", f"rc={rc} {out!r} {err!r}")
+    want = sorted(["srdma0"] + real_entries("/sys/class/infiniband", "srdma0"))
+    check(rc == 0 and sorted(out.split()) == want, f"ls /sys/class/infiniband prints {' '.join(want)}",
+          f"rc={rc} {out!r} {err!r}")
+    rc, out, err = under(softrdma, ["--real-devices", "hide"], ["ls", "/sys/class/infiniband"])
+    check(rc == 0 and out == "srdma0\n", "--real-devices hide: ls /sys/class/infiniband prints srdma0 alone",
+          f"rc={rc} {out!r} {err!r}")
     rc, out, err = under(softrdma, [], ["ls", "-l", f"{DEV}/ports/1"])
     check(rc == 0 and "link_layer" in out and err == "", "ls -l ports/1 (stat and extended attributes)", f"rc={rc} {out}{err}")
 
@@ -122,7 +133,9 @@ def case_dev_node(softrdma, _softrdmad, _cc):
     check(rc == 0 and out == "True True\n" and err == "",
           "python3: /dev/infiniband/uverbs_srdma0 is a character device it may read and write", f"{out!r} {err!r}")
     rc, out, err = under(softrdma, [], ["ls", "/dev/infiniband"])
-    check(rc == 0 and out == "uverbs_srdma0\n", "ls /dev/infiniband prints uverbs_srdma0", f"rc={rc} {out!r} {err!r}")
+    want = sorted(["uverbs_srdma0"] + real_entries("/dev/infiniband", "uverbs_srdma0"))
+    check(rc == 0 and sorted(out.split()) == want, f"ls /dev/infiniband prints {' '.join(want)}",
+          f"rc={rc} {out!r} {err!r}")
     if not os.path.exists("/dev/infiniband"):
         rc, out, _ = run([PYTHON, "-c", "import os; print(os.path.exists('/dev/infiniband'))"])
         check(out == "False\n", "without softrdma run there is no /dev/infiniband (no kernel RDMA stack here)", out)
@@ -287,7 +300,8 @@ print(err(lambda: open(DEV + "/nope")), err(lambda: os.stat(DEV + "/ports/1/nope
 def case_missing(softrdma, _softrdmad, _cc):
     rc, out, err = under(softrdma, [], ["cat", f"{DEV}/nope"])
     check(rc == 1 and f"{DEV}/nope: No such file or directory" in err, "cat of a missing file: ENOENT", f"rc={rc} {err!r}")
-    rc, out, err = under(softrdma, [], [PYTHON, "-c", MISSING])
+    # Hidden, the machine's devices leave no /sys/class/infiniband_verbs in the view.
+    rc, out, err = under(softrdma, ["--real-devices", "hide"], [PYTHON, "-c", MISSING])
     want = [errno.ENOENT] * 4 + [errno.ENAMETOOLONG] * 2 + [0]
     got = [int(x) for x in out.split()] if rc == 0 else []
     check(got[:4] == want[:4], "missing file, port file, device, class: ENOENT", out + err)
@@ -360,6 +374,21 @@ def case_daemon(softrdma, softrdmad, _cc):
                 daemon.kill()
                 out, _ = daemon.communicate()
             check(daemon.returncode == 0, "softrdmad exits 0 on SIGTERM", out)
+
+
+def case_real_devices(softrdma, _softrdmad, _cc):
+    devices = real_entries("/sys/class/infiniband", "srdma0")
+    if not devices:
+        skip("no kernel RDMA device here (/sys/class/infiniband)")
+    for device in devices:
+        path = f"/sys/class/infiniband/{device}/node_type"
+        rc, out, err = under(softrdma, [], ["cat", path])
+        check(rc == 0 and out == run(["cat", path])[1], f"{device}: cat node_type reads the kernel's file",
+              f"rc={rc} {out!r} {err!r}")
+    for folder in ["/sys/class/infiniband_verbs", "/dev/infiniband"]:
+        rc, out, err = under(softrdma, [], ["ls", folder])
+        check(rc == 0 and set(real_entries(folder, "")) <= set(out.split()), f"ls {folder} shows the kernel's entries",
+              f"rc={rc} {out!r} {err!r}")
 
 
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}

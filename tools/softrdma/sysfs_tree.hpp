@@ -10,8 +10,13 @@
 // under a temporary name and renamed into place, so no reader sees half of one; a tree found in
 // place is used only if it still holds every file with its content (/tmp's cleaning removes
 // files one by one).
+//
+// softrdma's libibverbs lists the machine's own RDMA devices (rxe0, mlx5_0) beside its own
+// unless SOFTRDMA_REAL_DEVICES=hide, and the view hides the real folders, so the tree then holds
+// a link to every entry of them: a program reading sysfs directly finds those devices too.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,8 +29,18 @@ struct SysfsTree {
   std::string error;  // when there is no tree: one line saying why
   int lock = -1;      // the descriptor holding the tree, to be left open across exec
 };
-// `iwarp_files`: srdmaiw0's, none when it is not listed.
+// The machine's folders that the view hides, whose entries the tree links to. A test gives
+// folders of its own: a machine without a kernel RDMA stack has none.
+struct RealFolders {
+  std::string infiniband_class = "/sys/class/infiniband";
+  std::string verbs_class = "/sys/class/infiniband_verbs";
+  std::string devices = "/dev/infiniband";
+};
+
+// `iwarp_files`: srdmaiw0's, none when it is not listed. `real`: the folders whose entries are
+// linked, none when the program does not list the machine's devices.
 SysfsTree write_sysfs_tree(const std::vector<shim::SysfsFile>& files,
-                           const std::vector<shim::SysfsFile>& iwarp_files = {});
+                           const std::vector<shim::SysfsFile>& iwarp_files = {},
+                           const std::optional<RealFolders>& real = std::nullopt);
 
 }  // namespace softrdma::run

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include "emulator/host/daemon_client.hpp"
@@ -10,6 +11,7 @@
 #include "tools/softrdma/sysfs_tree.hpp"
 #include "verbs-shim/identity.hpp"
 #include "verbs-shim/sysfs_view/view_path.h"
+#include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::run {
 
@@ -42,6 +44,14 @@ bool lists_iwarp() {
 
 }  // namespace
 
+std::optional<RealFolders> real_folders() {
+  // As libibverbs reads the variable (system_rdma_core.cpp): what it does not list, the view hides.
+  const char* value = std::getenv(shim::system::kPlacementVariable);
+  const std::string_view placement = value != nullptr ? value : "";
+  if (placement.empty() || placement == "first" || placement == "after") return RealFolders{};
+  return std::nullopt;
+}
+
 std::string offer_sysfs_view(const std::string& lib_dir) {
   const std::string library = lib_dir + "/" + kSysfsLibrary;
   if (::access(library.c_str(), R_OK) != 0) return library + " is missing (build the softrdma_sysfs target)";
@@ -50,8 +60,9 @@ std::string offer_sysfs_view(const std::string& lib_dir) {
   const shim::SysfsFacts facts = known_facts();
   shim::SysfsFacts iwarp = facts;
   iwarp.transport = shim::Transport::iwarp;
-  const SysfsTree tree = write_sysfs_tree(shim::sysfs_files(facts),
-                                          lists_iwarp() ? shim::sysfs_files(iwarp) : std::vector<shim::SysfsFile>{});
+  const SysfsTree tree =
+      write_sysfs_tree(shim::sysfs_files(facts),
+                       lists_iwarp() ? shim::sysfs_files(iwarp) : std::vector<shim::SysfsFile>{}, real_folders());
   if (!tree.error.empty()) return tree.error;
   // tree.lock stays open across exec: the program holds its tree (sysfs_tree_lock.hpp).
   // After the user's own, so that theirs (an ASan runtime, say) still comes first.

@@ -7,8 +7,10 @@
 // place, to the program and to every child that inherits the environment.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "tools/softrdma/sysfs_tree.hpp"
 #include "verbs-shim/sysfs_files.hpp"
 
 namespace softrdma::run {
@@ -19,6 +21,11 @@ inline constexpr const char* kSysfsLibrary = "libsoftrdma_sysfs.so";
 // the daemon's address (asked of softrdmad), SOFTRDMA_IP's or SOFTRDMA_NETDEV's; the interface
 // holding it (an embedded device with no address takes a 127.0.0.N: loopback's).
 shim::SysfsFacts known_facts();
+
+// The machine's folders whose entries the tree links to: the real ones when the program's
+// libibverbs lists the machine's devices (SOFTRDMA_REAL_DEVICES unset, first or after), none
+// when it hides them (hide, or a value it does not know).
+std::optional<RealFolders> real_folders();
 
 // Writes the tree and sets LD_PRELOAD and SOFTRDMA_SYSFS_ROOT for the program, the library
 // being in LIB_DIR. Returns why there is no view (the program then runs without it), or empty.
