@@ -54,7 +54,11 @@ using namespace softrdma::shim;
 
 SRDMA_DEFAULT_VERSION(ibv_open_device, "IBVERBS_1.1")
 ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
-  SRDMA_FORWARD_IF_SYSTEM(device, ibv_open_device, device);
+  if (system::owns(device)) {
+    ibv_context* machines = SRDMA_SYSTEM_CALL(ibv_open_device, device);
+    if (machines != nullptr) system::keep_errno(machines);
+    return machines;
+  }
   const BoundDevice* bound = bound_of(device);
   if (bound == nullptr) {
     errno = ENODEV;
@@ -103,7 +107,10 @@ ibv_context* srdma_default_ibv_open_device(ibv_device* device) {
 
 SRDMA_DEFAULT_VERSION(ibv_close_device, "IBVERBS_1.1")
 int srdma_default_ibv_close_device(ibv_context* ctx) {
-  SRDMA_FORWARD_IF_SYSTEM(ctx, ibv_close_device, ctx);
+  if (system::owns(ctx)) {
+    system::forget_errno(ctx);
+    return SRDMA_SYSTEM_CALL(ibv_close_device, ctx);
+  }
   if (ctx == nullptr) return EINVAL;
   untrack(ctx);  // after this no event delivery can be using it
   destroy(&context_of(ctx));

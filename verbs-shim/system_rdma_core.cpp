@@ -32,6 +32,7 @@ constexpr const char* kUverbsClass = "/sys/class/infiniband_verbs";
 
 struct Namespace {
   void* libibverbs = nullptr;
+  std::string folder;  // rdma-core's, where its other libraries are too
   char*** environ_slot = nullptr;
   int* (*errno_location)() = nullptr;
   std::vector<ibv_device*> devices;
@@ -109,6 +110,7 @@ Namespace load() {
     say(std::string("cannot load ") + path + ": " + ::dlerror());
     return ns;
   }
+  ns.folder = std::string(path, std::strrchr(path, '/'));
   ns.environ_slot = static_cast<char***>(::dlsym(ns.libibverbs, "environ"));
   ns.errno_location = reinterpret_cast<int* (*)()>(::dlsym(ns.libibverbs, "__errno_location"));
   return ns;
@@ -151,24 +153,25 @@ void* symbol(const char* name) {
   return lib != nullptr ? ::dlsym(lib, name) : nullptr;
 }
 
-void* open_beside(const char* path, const char** error) {
-  void* lib = the_namespace().libibverbs;
+void* open_beside(const char* soname, const char** error) {
+  Namespace& ns = the_namespace();
   Lmid_t lmid = 0;
-  if (lib == nullptr || ::dlinfo(lib, RTLD_DI_LMID, &lmid) != 0) {
+  if (ns.libibverbs == nullptr || ::dlinfo(ns.libibverbs, RTLD_DI_LMID, &lmid) != 0) {
     *error = "rdma-core's libibverbs.so.1 is not loaded";
     return nullptr;
   }
+  const std::string path = ns.folder + "/" + soname;
   Call bracket;
-  void* other = ::dlmopen(lmid, path, RTLD_NOW | RTLD_LOCAL);
+  void* other = ::dlmopen(lmid, path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (other == nullptr) *error = ::dlerror();
   return other;
 }
 
-Call::Call() {
+void Call::enter() {
   if (char*** slot = the_namespace().environ_slot) *slot = environ;
 }
 
-Call::~Call() {
+void Call::leave() {
   if (auto* where = the_namespace().errno_location) errno = *where();
 }
 
@@ -178,6 +181,8 @@ extern "C" SRDMA_EXPORT int softrdma_is_system_device(const ibv_device* device) 
   return softrdma::shim::system::owns(device) ? 1 : 0;
 }
 
-extern "C" SRDMA_EXPORT void* softrdma_open_system_library(const char* path, const char** error) {
-  return softrdma::shim::system::open_beside(path, error);
+extern "C" SRDMA_EXPORT const SoftrdmaSystemNamespace* softrdma_system_namespace() {
+  namespace system = softrdma::shim::system;
+  static const SoftrdmaSystemNamespace calls = {system::open_beside, system::Call::enter, system::Call::leave};
+  return system::devices().empty() ? nullptr : &calls;
 }

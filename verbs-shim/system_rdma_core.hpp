@@ -37,20 +37,27 @@ template <class T>
 requires requires(const T* object) { object->context; }
 bool owns(const T* object) { return object != nullptr && owns(object->context); }
 
+// A machine's context whose table entries that fail through errno alone copy it back
+// (system_ops.cpp); and its end.
+void keep_errno(ibv_context* context);
+void forget_errno(const ibv_context* context);
+
 // A function of the loaded libibverbs at its default version; null when it lacks the name.
 void* symbol(const char* name);
 
-// Loads another library of the system's rdma-core (librdmacm) by absolute path into the same
+// Loads another library of the system's rdma-core (librdmacm) from its folder into the same
 // namespace; null, and `error` set, when it cannot.
-void* open_beside(const char* path, const char** error);
+void* open_beside(const char* soname, const char** error);
 
 // Brackets a call into the namespace, whose C library is a copy of its own: the program's
 // current environment goes in (a setenv may have freed the array the copy holds), and the
 // copy's errno comes back out.
 class Call {
  public:
-  Call();
-  ~Call();
+  Call() { enter(); }
+  ~Call() { leave(); }
+  static void enter();
+  static void leave();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 };
@@ -82,9 +89,16 @@ auto call(F* f, A... args) {
 // In SOFTRDMA_PRIVATE_1 beside softrdma_private_device, for the softrdma CLI and softrdma's
 // librdmacm, which must tell the machine's devices from softrdma's and reach rdma-core's own
 // librdmacm in the namespace that serves them.
+struct SoftrdmaSystemNamespace {
+  // Loads SONAME from rdma-core's folder into the namespace; null, and `error` set, if it cannot.
+  void* (*open)(const char* soname, const char** error);
+  void (*enter)();  // Call's constructor and destructor, around each call into the namespace
+  void (*leave)();
+};
 extern "C" {
 int softrdma_is_system_device(const ibv_device* device);
-void* softrdma_open_system_library(const char* path, const char** error);
+// Null when no machine's device is listed.
+const SoftrdmaSystemNamespace* softrdma_system_namespace();
 }
 
 // Calls rdma-core's NAME with the arguments given.

@@ -47,7 +47,11 @@ SRDMA_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* context, ibv_ah_attr* 
 SRDMA_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
   struct stat st {};
   const bool uverbs = ::fstat(cmd_fd, &st) == 0 && S_ISCHR(st.st_mode);
-  if (uverbs && !softrdma::shim::system::devices().empty()) return SRDMA_SYSTEM_CALL(ibv_import_device, cmd_fd);
+  if (uverbs && !softrdma::shim::system::devices().empty()) {
+    ibv_context* machines = SRDMA_SYSTEM_CALL(ibv_import_device, cmd_fd);
+    if (machines != nullptr) softrdma::shim::system::keep_errno(machines);
+    return machines;
+  }
   return unsupported_null<ibv_context>("ibv_import_device");
 }
 SRDMA_EXPORT ibv_pd* ibv_import_pd(ibv_context* context, std::uint32_t handle) {
