@@ -9,6 +9,7 @@
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
+#include "verbs-shim/rdmacm/system_cm.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
@@ -23,6 +24,16 @@ bool known(rdma_port_space ps) {
 
 // A synchronous ID's call waits for the event its asynchronous form would report.
 int settle(Id& id, rdma_cm_event_type expected) { return id.own_channel ? wait_for(id, expected) : 0; }
+
+// An unbound ID resolving a route is the kernel's when the source address, the one given or the
+// one the kernel's routing picks, is one of the machine's RDMA devices' (0); ENODEV when it is
+// softrdma's, another errno value when the kernel refuses it.
+int adopt_for_route(Id& id, const sockaddr* src, const sockaddr* dst) {
+  if (src != nullptr && !is_wildcard(src)) return system::adopt(id, src);
+  sockaddr_storage source{};
+  if (!system::route_source(dst, source)) return ENODEV;
+  return system::adopt(id, reinterpret_cast<const sockaddr*>(&source));
+}
 
 }  // namespace
 
@@ -94,7 +105,11 @@ int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
     std::unique_lock lock(id.mutex);
     id.acked.wait(lock, [&id] { return id.unacked_events == 0 && id.events_in_hand.load() == 0; });
   }
-  if (id.connection != 0) destroy_connection(id.connection);
+  if (id.sys != nullptr) {
+    system::destroy_kernel_id(id);
+  } else if (id.connection != 0) {
+    destroy_connection(id.connection);
+  }
   release_port(id);
   {
     std::lock_guard lock(id.channel->mutex);
@@ -108,17 +123,23 @@ int srdma_rdmacm_rdma_destroy_id(rdma_cm_id* cm_id) {
 SRDMA_RDMACM_VERSION(rdma_bind_addr, "RDMACM_1.0")
 int srdma_rdmacm_rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* address) {
   if (cm_id == nullptr || address == nullptr) return fail(EINVAL);
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_bind_addr, address);
   Id& id = id_of(cm_id);
   if (id.state != IdState::idle) return fail(EINVAL);
+  if (const int err = system::adopt(id, address); err != ENODEV) return err == 0 ? 0 : fail(err);
   if (const int err = bind_and_listen(id, address)) return fail(err);
   return 0;
 }
 
 SRDMA_RDMACM_VERSION(rdma_resolve_addr, "RDMACM_1.0")
-int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int) {
+int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst, int timeout_ms) {
   if (cm_id == nullptr || dst == nullptr || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6))
     return fail(EINVAL);
   Id& id = id_of(cm_id);
+  if (id.state == IdState::idle && id.sys == nullptr) {
+    if (const int err = adopt_for_route(id, src, dst); err != 0 && err != ENODEV) return fail(err);
+  }
+  SRDMA_CM_FORWARD_SETTLE(cm_id, RDMA_CM_EVENT_ADDR_RESOLVED, rdma_resolve_addr, src, dst, timeout_ms);
   if (id.state == IdState::idle) {
     if (const int err = bind_id(id, src)) return fail(err);
   } else if (id.state != IdState::bound) {
@@ -147,7 +168,8 @@ int srdma_rdmacm_rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* d
 }
 
 SRDMA_RDMACM_VERSION(rdma_resolve_route, "RDMACM_1.0")
-int srdma_rdmacm_rdma_resolve_route(rdma_cm_id* cm_id, int) {
+int srdma_rdmacm_rdma_resolve_route(rdma_cm_id* cm_id, int timeout_ms) {
+  SRDMA_CM_FORWARD_SETTLE(cm_id, RDMA_CM_EVENT_ROUTE_RESOLVED, rdma_resolve_route, timeout_ms);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::addr_resolved) return fail(EINVAL);
@@ -158,7 +180,8 @@ int srdma_rdmacm_rdma_resolve_route(rdma_cm_id* cm_id, int) {
 }
 
 SRDMA_RDMACM_VERSION(rdma_listen, "RDMACM_1.0")
-int srdma_rdmacm_rdma_listen(rdma_cm_id* cm_id, int) {
+int srdma_rdmacm_rdma_listen(rdma_cm_id* cm_id, int backlog) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_listen, backlog);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state == IdState::idle) {
@@ -185,6 +208,7 @@ __be16 srdma_rdmacm_rdma_get_dst_port(rdma_cm_id* cm_id) {
 
 SRDMA_RDMACM_VERSION(rdma_set_option, "RDMACM_1.0")
 int srdma_rdmacm_rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* optval, size_t optlen) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_set_option, level, optname, optval, optlen);
   if (cm_id == nullptr || optval == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (level == RDMA_OPTION_ID) {
@@ -216,6 +240,7 @@ SRDMA_RDMACM_VERSION(rdma_migrate_id, "RDMACM_1.0")
 int srdma_rdmacm_rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
+  if (id.sys != nullptr) return fail(EOPNOTSUPP);  // its kernel ID stays on its channel's twin
   bool own = false;
   if (channel == nullptr) {
     channel = rdma_create_event_channel();

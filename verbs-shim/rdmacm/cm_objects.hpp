@@ -57,18 +57,26 @@ struct Joined {
 // CM's (core/iwarp_cm.hpp).
 using EngineEvent = std::variant<core::CmEvent, core::IwarpEvent>;
 
+// An event of the kernel's rdma_cm for a shell ID (system_cm.hpp), not yet acknowledged.
+struct SystemEvent {
+  rdma_cm_event* event = nullptr;
+};
+
 // An event on its way to rdma_get_cm_event: for `id` (a listener, for a request), from the
 // engine or made here.
 struct Queued {
   Id* id = nullptr;
-  std::variant<Local, core::CmEvent, Joined, core::IwarpEvent> what;
+  std::variant<Local, core::CmEvent, Joined, core::IwarpEvent, SystemEvent> what;
 };
+
+struct Twin;  // the kernel's channel beside this one, and its pump (system_cm.cpp)
 
 struct Channel {
   rdma_event_channel channel{};  // first: the application holds &channel; fd is an eventfd
   std::mutex mutex;
   std::deque<Queued> queue;  // one eventfd count per entry
   int ids = 0;               // IDs reporting here: destroying the channel waits for none
+  Twin* twin = nullptr;      // made by the first shell ID on the channel
 };
 
 // What rdma_get_cm_event hands out; rdma_ack_cm_event frees it.
@@ -101,7 +109,8 @@ enum class IdState : std::uint8_t {
 };
 
 struct Id {
-  rdma_cm_id id{};  // first
+  rdma_cm_id id{};            // first
+  rdma_cm_id* sys = nullptr;  // a shell's kernel ID (system_cm.hpp): every call goes to it
   Channel* channel = nullptr;
   bool own_channel = false;  // a synchronous ID (rdma_create_ep): its calls wait for their events
   IdState state = IdState::idle;

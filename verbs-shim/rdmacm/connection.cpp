@@ -15,6 +15,7 @@
 #include "emulator/core/qp_transition.hpp"
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
+#include "verbs-shim/rdmacm/system_cm.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
@@ -412,6 +413,7 @@ using namespace softrdma::rdmacm;
 
 SRDMA_RDMACM_VERSION(rdma_create_qp_ex, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_create_qp_ex, attr);
   if (cm_id == nullptr || attr == nullptr || cm_id->verbs == nullptr || cm_id->qp != nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
@@ -429,6 +431,7 @@ int srdma_rdmacm_rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr)
 
 SRDMA_RDMACM_VERSION(rdma_create_qp, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_create_qp, pd, attr);
   if (attr == nullptr) return fail(EINVAL);
   ibv_qp_init_attr_ex ex{};
   std::memcpy(&ex, attr, sizeof *attr);
@@ -443,6 +446,7 @@ int srdma_rdmacm_rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr*
 
 SRDMA_RDMACM_VERSION(rdma_destroy_qp, "RDMACM_1.0")
 void srdma_rdmacm_rdma_destroy_qp(rdma_cm_id* cm_id) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_destroy_qp);
   if (cm_id == nullptr || cm_id->qp == nullptr) return;
   ibv_destroy_qp(cm_id->qp);
   cm_id->qp = nullptr;
@@ -451,6 +455,7 @@ void srdma_rdmacm_rdma_destroy_qp(rdma_cm_id* cm_id) {
 
 SRDMA_RDMACM_VERSION(rdma_connect, "RDMACM_1.0")
 int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
+  SRDMA_CM_FORWARD_SETTLE(cm_id, RDMA_CM_EVENT_ESTABLISHED, rdma_connect, param);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::route_resolved) return fail(EINVAL);
@@ -508,6 +513,7 @@ int srdma_rdmacm_rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
 
 SRDMA_RDMACM_VERSION(rdma_accept, "RDMACM_1.0")
 int srdma_rdmacm_rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
+  SRDMA_CM_FORWARD_SETTLE(cm_id, RDMA_CM_EVENT_ESTABLISHED, rdma_accept, param);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::requested) return fail(EINVAL);
@@ -548,6 +554,7 @@ int srdma_rdmacm_rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
 
 SRDMA_RDMACM_VERSION(rdma_reject, "RDMACM_1.0")
 int srdma_rdmacm_rdma_reject(rdma_cm_id* cm_id, const void* private_data, std::uint8_t private_data_len) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_reject, private_data, private_data_len);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::requested) return fail(EINVAL);
@@ -565,11 +572,13 @@ int srdma_rdmacm_rdma_reject(rdma_cm_id* cm_id, const void* private_data, std::u
 
 SRDMA_RDMACM_VERSION(rdma_reject_ece, "RDMACM_1.3")
 int srdma_rdmacm_rdma_reject_ece(rdma_cm_id* cm_id, const void* private_data, std::uint8_t private_data_len) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_reject_ece, private_data, private_data_len);
   return rdma_reject(cm_id, private_data, private_data_len);
 }
 
 SRDMA_RDMACM_VERSION(rdma_disconnect, "RDMACM_1.0")
 int srdma_rdmacm_rdma_disconnect(rdma_cm_id* cm_id) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_disconnect);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (dev().iwarp) return iwarp_disconnect(id);
@@ -586,6 +595,7 @@ int srdma_rdmacm_rdma_disconnect(rdma_cm_id* cm_id) {
 
 SRDMA_RDMACM_VERSION(rdma_establish, "RDMACM_1.2")
 int srdma_rdmacm_rdma_establish(rdma_cm_id* cm_id) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_establish);
   if (cm_id == nullptr || cm_id->qp != nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   if (id.state != IdState::replied) return fail(EINVAL);
@@ -596,6 +606,7 @@ int srdma_rdmacm_rdma_establish(rdma_cm_id* cm_id) {
 
 SRDMA_RDMACM_VERSION(rdma_init_qp_attr, "RDMACM_1.2")
 int srdma_rdmacm_rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, int* mask) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_init_qp_attr, attr, mask);
   if (cm_id == nullptr || attr == nullptr || mask == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
   const bool active = id.rep.has_value();
@@ -631,6 +642,7 @@ int srdma_rdmacm_rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, int* ma
 
 SRDMA_RDMACM_VERSION(rdma_notify, "RDMACM_1.0")
 int srdma_rdmacm_rdma_notify(rdma_cm_id* cm_id, ibv_event_type event) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_notify, event);
   if (cm_id == nullptr) return fail(EINVAL);
   // COMM_EST: data reached the QP before the RTU; the RTU (or the REP's retry) still comes.
   return event == IBV_EVENT_COMM_EST ? 0 : fail(EINVAL);

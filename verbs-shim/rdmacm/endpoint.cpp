@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "verbs-shim/rdmacm/cm_objects.hpp"
+#include "verbs-shim/rdmacm/system_cm.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
@@ -141,6 +142,7 @@ int srdma_rdmacm_rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
 
 SRDMA_RDMACM_VERSION(rdma_create_srq_ex, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_srq_ex(rdma_cm_id* cm, ibv_srq_init_attr_ex* attr) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm, rdma_create_srq_ex, attr);
   if (cm == nullptr || attr == nullptr || cm->verbs == nullptr) return fail(EINVAL);
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
     attr->pd = cm->pd != nullptr ? cm->pd : dev().pd;
@@ -154,6 +156,7 @@ int srdma_rdmacm_rdma_create_srq_ex(rdma_cm_id* cm, ibv_srq_init_attr_ex* attr) 
 
 SRDMA_RDMACM_VERSION(rdma_create_srq, "RDMACM_1.0")
 int srdma_rdmacm_rdma_create_srq(rdma_cm_id* cm, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm, rdma_create_srq, pd, attr);
   if (cm == nullptr || attr == nullptr || cm->verbs == nullptr) return fail(EINVAL);
   ibv_srq* srq = ibv_create_srq(pd != nullptr ? pd : (cm->pd != nullptr ? cm->pd : dev().pd), attr);
   if (srq == nullptr) return -1;
@@ -163,6 +166,7 @@ int srdma_rdmacm_rdma_create_srq(rdma_cm_id* cm, ibv_pd* pd, ibv_srq_init_attr* 
 
 SRDMA_RDMACM_VERSION(rdma_destroy_srq, "RDMACM_1.0")
 void srdma_rdmacm_rdma_destroy_srq(rdma_cm_id* cm) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm, rdma_destroy_srq);
   if (cm == nullptr || cm->srq == nullptr) return;
   ibv_destroy_srq(cm->srq);
   cm->srq = nullptr;

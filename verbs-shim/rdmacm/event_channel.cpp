@@ -14,6 +14,7 @@
 
 #include "emulator/host/device_link.hpp"
 #include "verbs-shim/rdmacm/cm_objects.hpp"
+#include "verbs-shim/rdmacm/system_cm.hpp"
 
 namespace softrdma::rdmacm {
 namespace {
@@ -218,7 +219,12 @@ void unroute(Id& id) {
 void purge(Id& id) {
   if (id.channel == nullptr) return;
   std::lock_guard lock(id.channel->mutex);
-  std::erase_if(id.channel->queue, [&id](const Queued& q) { return q.id == &id; });
+  std::erase_if(id.channel->queue, [&id](const Queued& q) {
+    if (q.id != &id) return false;
+    // The kernel waits for each of its events to be acknowledged before it destroys the ID.
+    if (const auto* kernel = std::get_if<SystemEvent>(&q.what)) system::drop(kernel->event);
+    return true;
+  });
 }
 
 int fail(int err) {
@@ -261,6 +267,7 @@ rdma_event_channel* srdma_rdmacm_rdma_create_event_channel() {
 SRDMA_RDMACM_VERSION(rdma_destroy_event_channel, "RDMACM_1.0")
 void srdma_rdmacm_rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
+  system::close_twin(channel_of(channel));
   retire(channel_of(channel));
 }
 
@@ -284,6 +291,8 @@ int srdma_rdmacm_rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** 
       fill_local(id, *local, *out);
     } else if (const auto* joined = std::get_if<Joined>(&q.what)) {
       reported = translate_join(id, *joined, *out);
+    } else if (const auto* kernel = std::get_if<SystemEvent>(&q.what)) {
+      system::translate(id, kernel->event, *out);
     } else if (const auto* iwarp = std::get_if<core::IwarpEvent>(&q.what)) {
       reported = translate(id, *iwarp, *out);
     } else {

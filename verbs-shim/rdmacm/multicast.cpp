@@ -26,6 +26,7 @@
 #include "verbs-shim/rdmacm/cm_objects.hpp"
 #include "verbs-shim/rdmacm/not_implemented.hpp"
 #include "verbs-shim/rdmacm/rdmacm_api.hpp"
+#include "verbs-shim/rdmacm/system_cm.hpp"
 #include "wire/ib_headers.hpp"
 
 namespace softrdma::rdmacm {
@@ -95,12 +96,14 @@ using namespace softrdma::rdmacm;
 
 SRDMA_RDMACM_VERSION(rdma_join_multicast, "RDMACM_1.0")
 int srdma_rdmacm_rdma_join_multicast(rdma_cm_id* cm_id, sockaddr* address, void* context) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_join_multicast, address, context);
   if (cm_id == nullptr) return fail(EINVAL);
   return join(id_of(cm_id), address, false, context);
 }
 
 SRDMA_RDMACM_VERSION(rdma_join_multicast_ex, "RDMACM_1.1")
 int srdma_rdmacm_rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_ex* attr, void* context) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_join_multicast_ex, attr, context);
   if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
   constexpr std::uint32_t kNeeded = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
   if (attr->comp_mask & ~kNeeded) return fail(EOPNOTSUPP);
@@ -112,6 +115,7 @@ int srdma_rdmacm_rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_
 
 SRDMA_RDMACM_VERSION(rdma_leave_multicast, "RDMACM_1.0")
 int srdma_rdmacm_rdma_leave_multicast(rdma_cm_id* cm_id, sockaddr* address) {
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_leave_multicast, address);
   if (cm_id == nullptr || address == nullptr || !is_ip(address)) return fail(EINVAL);
   Id& id = id_of(cm_id);
   const core::Gid mgid = gid_of(address);
