@@ -3,8 +3,9 @@
 # this machine and proves that the installed files
 # alone work: README's pingpong pair, the man pages, softrdmad started with its unit's command
 # line (the unit itself started where systemd runs, checked by systemd-analyze where it does
-# not), and the example project built and tested against the package. Then it purges the
-# package and checks that none of its files is left. Needs root (dpkg).
+# not), the machine-wide switch (every program loads softrdma's libraries while it is on), and
+# the example project built and tested against the package. Then it purges the package with the
+# switch on and checks that none of its files, and not the switch, is left. Needs root (dpkg).
 #
 # usage: tests/package/install_test.sh BUILD
 set -euo pipefail
@@ -16,9 +17,11 @@ source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 
 work=$(mktemp -d)
 daemon_pid=""
+switch=/etc/ld.so.conf.d/00-softrdma.conf
 cleanup() {
   [ -z "$daemon_pid" ] || kill "$daemon_pid" 2>/dev/null || true
   dpkg --purge softrdma >/dev/null 2>&1 || true
+  if [ -L "$switch" ]; then rm -f "$switch" && ldconfig; fi
   rm -rf "$work" /run/softrdma
 }
 trap cleanup EXIT
@@ -113,12 +116,40 @@ check_example() {
   pass "examples/verbs-ci: $(grep -o '[0-9]*% tests passed.*' "$work/example.log")"
 }
 
+# The folder the loader gives programs for libibverbs.so.1 (its first entry in ld.so.cache).
+loader_folder() { ldconfig -p | awk '$1 == "libibverbs.so.1" && $NF ~ /^\// {print $NF; exit}' | xargs -r dirname; }
+
+set_switch() { # on | off, as docs/packaging.md says to
+  if [ "$1" = on ]; then ln -s /usr/share/softrdma/00-softrdma.conf "$switch"; else rm -f "$switch"; fi
+  ldconfig
+}
+
+check_machine_wide_switch() {
+  [ ! -e "$switch" ] || fail "$switch exists before the test"
+  set_switch on
+  local folder out
+  folder=$(loader_folder)
+  [ "$folder" = "$(cat /usr/share/softrdma/00-softrdma.conf)" ] || fail "switch on: the loader gives libibverbs.so.1 from '$folder'"
+  out=$(installed ibv_devices 2>&1) || fail "switch on: ibv_devices: $out"
+  grep -q "srdma0" <<<"$out" || fail "switch on: ibv_devices without softrdma run lists no srdma0: $out"
+  set_switch off
+  [ "$(loader_folder)" != "$folder" ] || fail "switch off: the loader still gives softrdma's library"
+  out=$(installed ibv_devices 2>&1) || true
+  ! grep -q "srdma0" <<<"$out" || fail "switch off: ibv_devices still lists srdma0"
+  pass "machine-wide switch: ibv_devices lists srdma0 without softrdma run while it is on, not after"
+}
+
 purge_and_check() {
+  set_switch on  # the owner's switch, left on: the purge must take it away
+  local ours
+  ours=$(cat /usr/share/softrdma/00-softrdma.conf)
   dpkg --purge softrdma >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "dpkg --purge"; }
   local left
   left=$(while read -r f; do [ ! -e "$f" ] || echo "$f"; done <"$work/files")
   [ -z "$left" ] || fail "left after purge: $left"
-  pass "purged: none of the package's files is left"
+  [ ! -L "$switch" ] || fail "the purge left the machine-wide switch $switch"
+  [ "$(loader_folder)" != "$ours" ] || fail "after the purge the loader still names softrdma's folder"
+  pass "purged: none of the package's files, and not the switch, is left"
 }
 
 deb=$(package_file)
@@ -127,5 +158,6 @@ check_devices_from_install
 check_man_pages
 pingpong_pair 18750 embedded_pair
 check_daemon_unit
+check_machine_wide_switch
 check_example
 purge_and_check
