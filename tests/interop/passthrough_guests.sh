@@ -34,7 +34,7 @@
 #   a.hide         SOFTRDMA_REAL_DEVICES=hide: srdma0 only
 #   a.first        (env only) the variable unset, the library's default: rxe0 siw0 srdma0
 #   a.rootns       outside the netns: srdma0 absent with one stderr line, rxe0 siw0 listed
-#   b.rc_pingpong  ibv_rc_pingpong -d rxe0 -g GIDX, B server, A client to 10.99.0.3
+#   b.rc_pingpong  ibv_rc_pingpong -d rxe0 -g GIDX -c (buffers checked), B server, A client to 10.99.0.3
 #   c.write_bw     ib_write_bw -d rxe0 -x GIDX the same way
 #   d.srdma0_pair  ibv_rc_pingpong -d srdma0 server and client in one netns of guest A
 #   e.rping        rping -s / rping -c -a 10.99.0.3 -C 5 -v over rxe0 (librdmacm passthrough)
@@ -441,8 +441,8 @@ for l in "${launches[@]}"; do
 	case_devices a.hide "$l" "srdma0" 1 hide
 	[[ $l == env ]] && case_devices a.first "$l" "rxe0 siw0 srdma0" 1 ""
 	case_devices a.rootns "$l" "rxe0 siw0" 0 after
-	case_pair b.rc_pingpong "$l" "ibv_rc_pingpong -d rxe0 -g $GIDX_B -n 20 -s 4096" \
-		"ibv_rc_pingpong -d rxe0 -g $GIDX_A -n 20 -s 4096 10.99.0.3" "waitport 18515" check_pingpong
+	case_pair b.rc_pingpong "$l" "ibv_rc_pingpong -d rxe0 -g $GIDX_B -n 20 -s 4096 -c" \
+		"ibv_rc_pingpong -d rxe0 -g $GIDX_A -n 20 -s 4096 -c 10.99.0.3" "waitport 18515" check_pingpong
 	case_pair c.write_bw "$l" "ib_write_bw -d rxe0 -x $GIDX_B -n 100 -s 8192" \
 		"ib_write_bw -d rxe0 -x $GIDX_A -n 100 -s 8192 10.99.0.3" "waitport 18515" check_perftest
 	case_srdma0_pair d.srdma0_pair "$l"
