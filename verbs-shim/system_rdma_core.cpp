@@ -183,6 +183,7 @@ extern "C" SRDMA_EXPORT int softrdma_is_system_device(const ibv_device* device) 
 
 extern "C" SRDMA_EXPORT const SoftrdmaSystemNamespace* softrdma_system_namespace() {
   namespace system = softrdma::shim::system;
-  static const SoftrdmaSystemNamespace calls = {system::open_beside, system::Call::enter, system::Call::leave};
+  static const SoftrdmaSystemNamespace calls = {system::open_beside, system::Call::enter, system::Call::leave,
+                                                system::placement() == system::Placement::first};
   return system::devices().empty() ? nullptr : &calls;
 }

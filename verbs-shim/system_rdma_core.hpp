@@ -94,6 +94,7 @@ struct SoftrdmaSystemNamespace {
   void* (*open)(const char* soname, const char** error);
   void (*enter)();  // Call's constructor and destructor, around each call into the namespace
   void (*leave)();
+  bool machines_first;  // Placement::first: the machine's devices lead the device list
 };
 extern "C" {
 int softrdma_is_system_device(const ibv_device* device);

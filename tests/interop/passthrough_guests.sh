@@ -39,6 +39,9 @@
 #   d.srdma0_pair  ibv_rc_pingpong -d srdma0 server and client in one netns of guest A
 #   e.rping        rping -s / rping -c -a 10.99.0.3 -C 5 -v over rxe0 (librdmacm passthrough)
 #   e.rping_siw    the same over siw0 (10.99.1.3): iWARP through the kernel's rdma_cm
+#   e.ucmatose     ucmatose / ucmatose -s 10.99.0.3: the server listens on the wildcard, which
+#                  goes to the kernel's rdma_cm (srdma0 cannot start in the guest's namespace)
+#   e.send_bw_R    ib_send_bw -R -d rxe0: perftest connected by rdma_cm
 #   f.pyverbs      rdma-core's Python suite, core category, on rxe0 in guest A: the same counts of
 #                  ok/skipped/FAIL/ERROR as on rdma-core alone (see case_pyverbs)
 # Results: OUT/results.md (case, launch, expected, result, detail) and per case the guests'
@@ -297,6 +300,11 @@ check_perftest() { # both print the result row on rxe0
 	done
 	DETAIL="result row: $(grep -Eh '^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$2" | head -1 | tr -s ' \t' ' ')"
 }
+check_cmatose() { # both ends complete their transfers
+	local f
+	for f in "$1" "$2"; do grep -q '^return status 0' "$f" || want "no 'return status 0' in $(basename "$f")"; done
+	DETAIL=$(grep -h 'data transfers complete' "$2" | head -1)
+}
 check_rping() { # every ping reached the client
 	local got
 	got=$(grep -c '^ping data: rdma-ping-' "$2")
@@ -449,6 +457,8 @@ for l in "${launches[@]}"; do
 	# rdma_cm over rxe0 listens on no TCP port: the server gets 3 s
 	case_pair e.rping "$l" "rping -s -a 10.99.0.3 -C 5 -v" "rping -c -a 10.99.0.3 -C 5 -v" "sleep 3" check_rping
 	case_pair e.rping_siw "$l" "rping -s -a 10.99.1.3 -C 5 -v" "rping -c -a 10.99.1.3 -C 5 -v" "sleep 3" check_rping
+	case_pair e.ucmatose "$l" "ucmatose" "ucmatose -s 10.99.0.3" "sleep 3" check_cmatose
+	case_pair e.send_bw_R "$l" "ib_send_bw -R -d rxe0 -n 100" "ib_send_bw -R -d rxe0 -n 100 10.99.0.3" "sleep 4" check_perftest
 	case_pyverbs "$l"
 done
 

@@ -181,9 +181,18 @@ int srdma_rdmacm_rdma_resolve_route(rdma_cm_id* cm_id, int timeout_ms) {
 
 SRDMA_RDMACM_VERSION(rdma_listen, "RDMACM_1.0")
 int srdma_rdmacm_rdma_listen(rdma_cm_id* cm_id, int backlog) {
-  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_listen, backlog);
   if (cm_id == nullptr) return fail(EINVAL);
   Id& id = id_of(cm_id);
+  if (id.state == IdState::idle && id.sys == nullptr) {
+    // Listening unbound is listening on IPv4's wildcard, as the kernel binds it, which may be
+    // the kernel's (system_cm.hpp).
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    if (const int err = system::adopt(id, reinterpret_cast<sockaddr*>(&any)); err != 0 && err != ENODEV) {
+      return fail(err);
+    }
+  }
+  SRDMA_CM_FORWARD_IF_SYSTEM(cm_id, rdma_listen, backlog);
   if (id.state == IdState::idle) {
     if (const int err = bind_and_listen(id, nullptr)) return fail(err);
   }

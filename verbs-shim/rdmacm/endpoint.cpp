@@ -107,6 +107,8 @@ SRDMA_RDMACM_VERSION(rdma_get_request, "RDMACM_1.0")
 int srdma_rdmacm_rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
   if (listen == nullptr || out == nullptr) return fail(EINVAL);
   Id& listener = id_of(listen);
+  // A request's shell cannot move to a channel of its own (rdma_migrate_id).
+  if (listener.sys != nullptr) return fail(EOPNOTSUPP);
   if (!listener.own_channel || listener.state != IdState::listening) return fail(EINVAL);
   for (;;) {
     rdma_cm_event* event = nullptr;

@@ -14,6 +14,7 @@
 #include <new>
 #include <thread>
 
+#include "verbs-shim/private_device.hpp"
 #include "verbs-shim/system_rdma_core.hpp"
 
 namespace softrdma::rdmacm {
@@ -102,6 +103,14 @@ Twin* twin_of(Channel& channel) {
   return t;
 }
 
+// A wildcard names no device, so it goes where the device list starts: to the machine's devices
+// when they come first (SOFTRDMA_REAL_DEVICES=first) or when softrdma's cannot start (kernel
+// rxe holds UDP 4791 on every address), else to softrdma's.
+bool wildcard_is_kernels() {
+  const SoftrdmaSystemNamespace* ns = softrdma_system_namespace();
+  return ns != nullptr && (ns->machines_first || softrdma_private_device(nullptr)->link == nullptr);
+}
+
 }  // namespace
 
 void* symbol(const char* name) {
@@ -118,8 +127,8 @@ void leave() {
 }
 
 int adopt(Id& id, const sockaddr* address) {
-  // A wildcard names no device: such an ID listens on softrdma's.
-  if (address == nullptr || library() == nullptr || is_wildcard(address)) return ENODEV;
+  if (address == nullptr || library() == nullptr) return ENODEV;
+  if (is_wildcard(address) && !wildcard_is_kernels()) return ENODEV;
   Twin* twin = twin_of(*id.channel);
   if (twin == nullptr) return ENODEV;
   rdma_cm_id* kernel = nullptr;
@@ -155,9 +164,11 @@ bool route_source(const sockaddr* dst, sockaddr_storage& source) {
 void mirror(Id& id) {
   rdma_event_channel* const channel = id.id.channel;
   void* const context = id.id.context;
+  rdma_cm_event* const event = id.id.event;
   id.id = *id.sys;
   id.id.channel = channel;
   id.id.context = context;
+  id.id.event = event;
 }
 
 void translate(Id& id, rdma_cm_event* kernel_event, Event& out) {

@@ -30,7 +30,7 @@ int adopt(Id& id, const sockaddr* address);
 // The source address the kernel's routing picks towards `dst`; false when it has none.
 bool route_source(const sockaddr* dst, sockaddr_storage& source);
 
-// Copies the kernel ID's public fields into the shell, but its channel and context.
+// Copies the kernel ID's public fields into the shell, but its channel, context and event.
 void mirror(Id& id);
 
 // A kernel event as the application's rdma_cm_event, for `id` (mirrored); the kernel's event is
