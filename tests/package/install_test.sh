@@ -117,7 +117,12 @@ check_example() {
 }
 
 # The folder the loader gives programs for libibverbs.so.1 (its first entry in ld.so.cache).
-loader_folder() { ldconfig -p | awk '$1 == "libibverbs.so.1" && $NF ~ /^\// {print $NF; exit}' | xargs -r dirname; }
+# awk reads to the end: leaving early would kill ldconfig with SIGPIPE, which pipefail reports.
+loader_folder() {
+  local file
+  file=$(ldconfig -p | awk '$1 == "libibverbs.so.1" && $NF ~ /^\// && !found {print $NF; found = 1}')
+  [ -z "$file" ] || dirname "$file"
+}
 
 set_switch() { # on | off, as docs/packaging.md says to
   if [ "$1" = on ]; then ln -s /usr/share/softrdma/00-softrdma.conf "$switch"; else rm -f "$switch"; fi
