@@ -32,7 +32,8 @@ constexpr const char* kUverbsClass = "/sys/class/infiniband_verbs";
 
 struct Namespace {
   void* libibverbs = nullptr;
-  std::string folder;  // rdma-core's, where its other libraries are too
+  std::string folder;              // rdma-core's, where its other libraries are too
+  std::size_t kernel_devices = 0;  // uverbs devices, whether rdma-core lists them or not
   char*** environ_slot = nullptr;
   int* (*errno_location)() = nullptr;
   std::vector<ibv_device*> devices;
@@ -44,9 +45,7 @@ void say(const std::string& why) {
 
 Placement read_placement() {
   const char* value = std::getenv(kPlacementVariable);
-  if (value == nullptr || *value == '\0' || std::strcmp(value, "first") == 0) return Placement::first;
-  if (std::strcmp(value, "after") == 0) return Placement::after;
-  if (std::strcmp(value, "hide") == 0) return Placement::hidden;
+  if (const auto p = placement_named(value != nullptr ? value : "")) return *p;
   std::fprintf(stderr, "softrdma: %s='%s' is not first, after or hide; the machine's own RDMA devices are hidden\n",
                kPlacementVariable, value);
   return Placement::hidden;
@@ -82,7 +81,7 @@ const char* find_library() {
   return nullptr;
 }
 
-void list_devices(Namespace& ns, std::size_t kernel_devices) {
+void list_devices(Namespace& ns) {
   Call bracket;
   auto* get_list = reinterpret_cast<decltype(&::ibv_get_device_list)>(symbol("ibv_get_device_list"));
   int n = 0;
@@ -90,7 +89,8 @@ void list_devices(Namespace& ns, std::size_t kernel_devices) {
   ibv_device** list = get_list != nullptr ? get_list(&n) : nullptr;
   for (int i = 0; list != nullptr && i < n; ++i) ns.devices.push_back(list[i]);
   if (ns.devices.empty()) {
-    say("rdma-core lists none of the kernel's " + std::to_string(kernel_devices) + " (no provider library for them?)");
+    say("rdma-core lists none of the kernel's " + std::to_string(ns.kernel_devices) +
+        " (no provider library for them?)");
   }
 }
 
@@ -98,8 +98,8 @@ Namespace load() {
   Namespace ns;
   if (placement() == Placement::hidden) return ns;
   // No kernel RDMA device: nothing to list, and nothing loaded.
-  const std::size_t kernel_devices = kernel_device_count();
-  if (kernel_devices == 0) return ns;
+  ns.kernel_devices = kernel_device_count();
+  if (ns.kernel_devices == 0) return ns;
   const char* path = find_library();
   if (path == nullptr) {
     say("rdma-core's libibverbs.so.1 is not installed");
@@ -124,7 +124,7 @@ Namespace& the_namespace() {
 const Namespace& listed() {
   static const bool done = [] {
     Namespace& ns = the_namespace();
-    if (ns.libibverbs != nullptr) list_devices(ns, kernel_device_count());
+    if (ns.libibverbs != nullptr) list_devices(ns);
     return true;
   }();
   (void)done;

@@ -8,7 +8,9 @@
 #include <sys/types.h>
 
 #include <cerrno>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 
 #include "verbs-shim/verbs_api.hpp"
@@ -23,6 +25,15 @@ enum class Placement {
 };
 
 inline constexpr const char* kPlacementVariable = "SOFTRDMA_REAL_DEVICES";
+
+// A value of kPlacementVariable: unset or empty is `first`; none for a value of no placement.
+// The library, `softrdma run`'s sysfs view and its --real-devices all read it so.
+inline std::optional<Placement> placement_named(std::string_view value) {
+  if (value.empty() || value == "first") return Placement::first;
+  if (value == "after") return Placement::after;
+  if (value == "hide") return Placement::hidden;
+  return std::nullopt;
+}
 
 Placement placement();
 

@@ -152,7 +152,7 @@ int devices_main(int argc, char** argv) {
   if (daemon && (flags.ip || flags.netdev)) return fail(2, "--daemon takes no address: the device has the daemon's");
   // The library reads its configuration from the environment, as under `softrdma run`.
   if (daemon) ::setenv(host::kDaemonVariable, daemon->c_str(), 1);
-  ::setenv(run::kRealDevicesVariable, real_devices != nullptr ? real_devices : "after", real_devices != nullptr);
+  run::apply_real_devices_flag(real_devices);
   if (std::string error = run::apply_address_flags(flags); !error.empty()) return fail(2, error);
 
   run::ShimLocation loc = run::find_shim_dir();

@@ -264,10 +264,15 @@ bool read_real_devices_flag(int argc, char** argv, int& i, const char*& where, s
   if (a != "--real-devices" && !a.starts_with("--real-devices=")) return false;
   where = a == "--real-devices" ? (i + 1 < argc ? argv[++i] : "") : argv[i] + std::strlen("--real-devices=");
   const std::string_view w = where;
-  if (w != "first" && w != "after" && w != "hide") {
+  if (w.empty() || !shim::system::placement_named(w)) {
     error = "--real-devices takes first, after or hide, not '" + std::string(w) + "'";
   }
   return true;
+}
+
+void apply_real_devices_flag(const char* where) {
+  // Programs run on softrdma take its device first; the library alone puts the machine's first.
+  ::setenv(kRealDevicesVariable, where != nullptr ? where : "after", where != nullptr);
 }
 
 int run_main(int argc, char** argv) {
@@ -337,12 +342,7 @@ int run_main(int argc, char** argv) {
   if (no_gso) export_setting("SOFTRDMA_UDP_GSO", "0");
   if (iwarp) export_setting("SOFTRDMA_IWARP", "1");
   if (mpa_crc) export_setting("SOFTRDMA_MPA_CRC", "1");
-  // Programs run on softrdma take its device first; the library alone puts the machine's first.
-  if (real_devices != nullptr) {
-    export_setting(kRealDevicesVariable, real_devices);
-  } else {
-    ::setenv(kRealDevicesVariable, "after", 0);
-  }
+  apply_real_devices_flag(real_devices);
 
   ShimLocation loc = find_shim_dir();
   if (!loc.dir) {

@@ -60,6 +60,8 @@ bool read_daemon_flag(std::string_view arg, std::optional<std::string>& socket, 
 // --real-devices WHERE (first, after or hide), which `run` and `devices` share: true when
 // argv[i] is it, moving i past its value, with `error` set when the value is none of the three.
 bool read_real_devices_flag(int argc, char** argv, int& i, const char*& where, std::string& error);
+// Sets SOFTRDMA_REAL_DEVICES to the flag's value, or to `after` unless the environment has one.
+void apply_real_devices_flag(const char* where);
 
 int run_main(int argc, char** argv);  // argv[0] is "run"
 

@@ -45,10 +45,10 @@ bool lists_iwarp() {
 }  // namespace
 
 std::optional<RealFolders> real_folders() {
-  // As libibverbs reads the variable (system_rdma_core.cpp): what it does not list, the view hides.
+  // As libibverbs reads the variable: what it does not list (hidden, or a bad value), the view hides.
   const char* value = std::getenv(shim::system::kPlacementVariable);
-  const std::string_view placement = value != nullptr ? value : "";
-  if (placement.empty() || placement == "first" || placement == "after") return RealFolders{};
+  const auto placement = shim::system::placement_named(value != nullptr ? value : "");
+  if (placement && *placement != shim::system::Placement::hidden) return RealFolders{};
   return std::nullopt;
 }
 
