@@ -113,19 +113,12 @@ RXE=$SHARED/tools/interop-vm/rxe-guest.sh
 W=${RXE_WORK:-${XDG_CACHE_HOME:-$HOME/.cache}/softrdma-interop}
 SHARE=$W/run/share
 OUT=${OUT:-$W/passthrough-results}
-[[ -x $RXE ]] || skip "no guest script at $RXE"
-((EUID == 0)) || skip "needs root for network namespaces and tap devices"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
-probe_ns=softrdma-probe-$$
-ip netns add "$probe_ns" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del "$probe_ns"
+# shellcheck source=tests/interop/guest_prerequisites.sh
+source "$SELF_DIR/guest_prerequisites.sh"
+check_guest_prerequisites
 
 T0=$SECONDS
-mkdir -p "$(dirname "$W")"
-if [[ ! -s $W/out/initrd.img || ! -s $W/out/vmlinuz ]]; then
-	log "building the guest image once into $W (downloads ~280 MB)"
-	"$RXE" build >"$W.build.log" 2>&1 || skip "the guest image could not be built (log: $W.build.log)"
-fi
+ensure_guest_image
 
 # Both guests kept up by an earlier --keep-up run are reused. Otherwise everything goes down
 # first: `up A B` with A still running (rxe_interop.sh leaves A up with --keep-up) would start

@@ -71,24 +71,14 @@ NS=${RXE_NETNS:-rdmanet}
 OUT=${OUT:-$W/interop-results}
 [[ -x $SOFTRDMA ]] || { echo "rxe_interop.sh: no softrdma tool at $SOFTRDMA (build it or pass --softrdma)" >&2; exit 2; }
 [[ -x $IWARP_RPING ]] || { echo "rxe_interop.sh: no iwarp_rping at $IWARP_RPING (build it or pass --iwarp-rping)" >&2; exit 2; }
-[[ -x $RXE ]] || skip "no guest script at $RXE"
-((EUID == 0)) || skip "needs root for network namespaces and tap devices"
-command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed (scripts/install-deps.sh)"
+# shellcheck source=tests/interop/guest_prerequisites.sh
+source "$SELF_DIR/guest_prerequisites.sh"
+check_guest_prerequisites
 command -v tcpdump >/dev/null || skip "tcpdump is not installed (scripts/install-deps.sh)"
 command -v tshark >/dev/null || skip "tshark is not installed (scripts/install-deps.sh)"
-probe_ns=softrdma-probe-$$
-ip netns add "$probe_ns" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns del "$probe_ns"
 
 T0=$SECONDS
-# The logs sit beside the cache ($W.build.log): on a fresh machine ~/.cache may not exist yet,
-# and a log that cannot be opened skipped the whole matrix as "could not be built".
-mkdir -p "$(dirname "$W")"
-# rxe-guest.sh build rebuilds everything (~95 s under TCG); its output is what is cached.
-if [[ ! -s $W/out/initrd.img || ! -s $W/out/vmlinuz ]]; then
-	log "building the guest image once into $W (downloads ~280 MB)"
-	"$RXE" build >"$W.build.log" 2>&1 || skip "the guest image could not be built (log: $W.build.log)"
-fi
+ensure_guest_image
 STARTED_GUEST=0
 # A guest kept up by an earlier run is reused; `status` reads its pid file, which outlives a
 # guest that died with its machine, so the pid must also be alive.
