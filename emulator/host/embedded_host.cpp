@@ -46,9 +46,10 @@ constexpr core::Time kBusyPollLease = kBusyPollGap;
 // every 20 us beside an application that never stops polling cost ib_read_lat twice its
 // round trip. So a streak that has gone on without a pause for kSteadyPolling (the
 // application polls for good: perftest's send and read latency, ibv_rc_pingpong, the
-// bandwidth tests) earns the long lease.
+// bandwidth tests) earns the long lease. Each of those wake-ups still preempts a polling
+// thread where cores are few, so the long lease is as long as the streak that earns it.
 constexpr core::Time kSteadyPolling = 1'000'000;  // ns
-constexpr core::Time kSteadyLease = 200'000;      // ns
+constexpr core::Time kSteadyLease = kSteadyPolling;
 // For this long after a lease the progress thread does not spin after work, but sleeps on the
 // socket: beside an application spinning on memory, a spinning progress thread takes its core
 // and runs ahead of it in the scheduler's virtual time, so that its next wake-up does not
