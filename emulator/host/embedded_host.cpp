@@ -241,10 +241,14 @@ bool EmbeddedHost::continues_streak(core::Time now) {
     return true;
   }
   polls_.store(0, std::memory_order_relaxed);
-  // A pause after a poll that found a completion, through which the thread ran, is the
-  // application's: it got what it polled for and went to wait otherwise. A pause in the middle
-  // of empty polls, or one the scheduler imposed, does not make steady polling young again.
-  if (pause.ran_through(now, now - last) && last_poll_found_.load(std::memory_order_relaxed))
+  // A pause after a poll that found a completion, in which the thread ran for as long as a gap
+  // that ends a streak, is the application's: it got what it polled for and went to wait
+  // otherwise. A pause in the middle of empty polls, or the scheduler's (a preempted thread that
+  // polls again as soon as it runs), does not make steady polling young again. The time run
+  // counts, not its share of the pause: two spinning programs and two progress threads on two
+  // cores leave a spinner off its core for most of a long pause, and the steady lease then
+  // held ib_write_lat's every WRITE until its end.
+  if (pause.ran_for(now, now - last) >= kBusyPollGap && last_poll_found_.load(std::memory_order_relaxed))
     streak_start_.store(now, std::memory_order_relaxed);
   return false;
 }

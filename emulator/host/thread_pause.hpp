@@ -1,5 +1,5 @@
-// Whether the calling thread ran through a pause between two of its verbs calls, or was
-// preempted.
+// How long the calling thread ran during a pause between two of its verbs calls, rather than
+// being preempted.
 //
 // The busy-poll lease (embedded_host.cpp) restarts its streak when the application pauses after
 // a poll that found a completion: it went to wait otherwise (ib_write_lat spins on its buffer).
@@ -29,13 +29,13 @@ class ThreadPause {
     if (++calls_ % kSampleEvery == 0) sample(now);
   }
 
-  // A call at `now` after a pause of `pause` ns: whether the thread was on a core for most of
-  // the pause. Samples again.
-  bool ran_through(core::Time now, core::Time pause) {
+  // A call at `now` after a pause of `pause` ns: for how long of the pause the thread was on a
+  // core. Samples again.
+  core::Time ran_for(core::Time now, core::Time pause) {
     const core::Time wall = now - wall_, cpu_before = cpu_;
     sample(now);
     const core::Time off_core = wall - std::min(wall, cpu_ - cpu_before);
-    return off_core < pause / 2;
+    return pause - std::min(pause, off_core);
   }
 
  private:
