@@ -132,10 +132,17 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   const core::Time now = steady_now();
   note_poll(now);
   std::unique_lock lock(mutex_);
-  // Packets that waited for this poll (see post()) leave first: their latency is the poll's.
-  bool sent = unsent_;
+  // Posts that waited for this poll (see post()) leave first: their latency is the poll's.
+  bool sent = unsent_.posts;
   if (sent) transmit(now);
   int n = device_.poll_cq(cq, out);
+  // Answers alone (the ACKs a receive called for) wait while polls find completions, for the
+  // post the application makes on them (perftest's ib_send_lat reaps its SEND's completion
+  // between the receive and its answer), but not longer than a short lease.
+  if (unsent_.any && (n == 0 || now - unsent_.since >= kBusyPollLease)) {
+    transmit(now);
+    sent = true;
+  }
   // When the CQ is empty, one recvmmsg; finding nothing is the cost of an empty poll.
   if (n == 0 && receive(now) > 0) {
     n = device_.poll_cq(cq, out);
@@ -145,7 +152,7 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     // The ACKs the packets called for wait, while the application polls, for its next call:
     // they then leave in one batch with the answer it posts (an ACK covers every earlier PSN,
     // so a late one loses nothing), rather than by a system call before it sees its completion.
-    after_call(lock, now, Sending::at_next_poll);
+    after_call(lock, now, Sending::with_next_post);
     last_call_.store(steady_now(), std::memory_order_relaxed);
   }
   last_poll_found_.store(n > 0, std::memory_order_relaxed);
@@ -216,12 +223,14 @@ thread_local bool EmbeddedHost::pulling_ = false;
 
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
-  const bool for_poll = sending == Sending::at_next_poll && now < lease_end;
+  const bool for_poll = sending != Sending::now && now < lease_end;
   const bool more = !for_poll && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
   if (for_poll && device_.may_transmit()) {
-    unsent_ = true;
+    if (!unsent_.any) unsent_.since = now;
+    unsent_.any = true;
+    unsent_.posts = unsent_.posts || sending == Sending::at_next_poll;
     if (deadline == 0 || lease_end < deadline) deadline = lease_end;  // if no poll comes first
   }
   deadline_.store(deadline);
@@ -408,7 +417,7 @@ std::size_t EmbeddedHost::deliver(core::Time now, std::span<const core::RxPacket
 
 EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
   memory_.flush();  // writes land before the ACKs that announce them leave
-  unsent_ = false;
+  unsent_ = {};
   Sent sent;
   if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {

@@ -196,8 +196,9 @@ class EmbeddedHost {
   // deadline, releases the lock, delivers events and kicks the progress thread when it must
   // look again. at_next_poll (post()): while the application busy-polls, what the call queued
   // waits for its next poll_cq(), and the progress thread sends it at the lease's end if no
-  // poll came first.
-  enum class Sending { now, at_next_poll };
+  // poll came first. with_next_post (a poll's receive): as at_next_poll, but polls that find
+  // completions let it wait on for a while (poll_cq).
+  enum class Sending { now, at_next_poll, with_next_post };
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
   // A verbs call at `now` (a poll or a post): whether it goes on with the streak of calls, or
@@ -213,7 +214,12 @@ class EmbeddedHost {
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;                // taken from the engine, not yet accepted by the kernel
-  bool unsent_ = false;                                 // after_call left packets for poll_cq(); guarded by mutex_
+  // What after_call left for poll_cq() to send; guarded by mutex_.
+  struct Unsent {
+    bool any = false;    // packets wait
+    bool posts = false;  // among them, a post()'s
+    core::Time since = 0;
+  } unsent_;
   std::uint64_t loopback_packets_ = 0;                  // guarded by mutex_
   std::unique_ptr<net::CaptureStage> capture_;          // null without a capture; guarded by mutex_
   std::optional<FaultStage> faults_;                    // none without faults; guarded by mutex_
