@@ -228,7 +228,7 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
   collect_events();
   core::Time deadline = next_wakeup();
   if (for_poll && device_.may_transmit()) {
-    if (!unsent_.any) unsent_.since = now;
+    if (!unsent_.any) unsent_.since = steady_now();  // after the receive that queued them, however long it took
     unsent_.any = true;
     unsent_.posts = unsent_.posts || sending == Sending::at_next_poll;
     if (deadline == 0 || lease_end < deadline) deadline = lease_end;  // if no poll comes first

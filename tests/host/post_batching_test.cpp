@@ -2,7 +2,8 @@
 // packets wait for its next poll_cq and leave together; otherwise, and when it stops polling,
 // they leave without it, and before their QP when it is destroyed first. Posts a work source
 // (softrdmad's rings) makes in its pull leave together after it. The ACK a polling receive calls
-// for waits with them. Counted at the sender's UDP socket, received byte-exact at the peer.
+// for waits with them, past polls that reap other completions. Counted at the sender's UDP
+// socket, received byte-exact at the peer.
 #include <unistd.h>
 
 #include <atomic>
@@ -175,6 +176,44 @@ TEST_CASE("a SEND's ACK waits past the busy-polling receiver's poll for its next
     return;
   }
   FAIL("the ACK left before the receiver's next post in " << kRounds << " rounds of busy-polling");
+}
+
+// One round of ib_send_lat's order on b: b's request goes out, a answers it, and b, busy-polling,
+// receives the answer (its ACK now waits), reaps its request's completion from the send CQ,
+// then posts its next request. Whether the reaping poll found the completion and sent nothing,
+// and the ACK then left with the next request, two packets in all. A round on a loaded machine
+// may see the request's ACK come late or the wait outlast the lease; every WR posted completes
+// before it returns either way, so that rounds follow one another cleanly.
+bool ack_waits_past_reaping_poll(Node& a, Node& b, const RcPair& p, std::uint64_t id) {
+  std::vector<core::Wc> wc(1);
+  busy_poll(b);
+  post_sends(b, p.qb, 2 * id, 1);
+  REQUIRE(b.host->poll_cq(b.recv_cq, wc) == 0);  // sends the request
+  a.wait(a.recv_cq, 1, true);
+  post_sends(a, p.qa, id, 1);
+  const std::uint64_t before = udp_sent(b);
+  while (b.host->poll_cq(b.recv_cq, wc) == 0) {
+  }
+  const int reaped = b.host->poll_cq(b.send_cq, wc);
+  const bool unchanged = udp_sent(b) == before;
+  post_sends(b, p.qb, 2 * id + 1, 1);
+  REQUIRE(b.host->poll_cq(b.recv_cq, wc) == 0);  // sends what waits
+  a.wait(a.recv_cq, 1, true);
+  a.wait(a.send_cq, 1);
+  b.wait(b.send_cq, reaped == 1 ? 1 : 2);
+  return reaped == 1 && unchanged && udp_sent(b) == before + 2;
+}
+
+TEST_CASE("a receive's ACK waits past a poll that reaps another completion until the next post",
+          "[host][batching]") {
+  constexpr int kRounds = 50;
+  Node a("127.83.113.1"), b("127.83.113.2");
+  RcPair p(a, b);
+  post_receives(a, p.qa, 2 * kRounds);
+  post_receives(b, p.qb, kRounds);
+  for (int round = 0; round < kRounds; ++round)
+    if (ack_waits_past_reaping_poll(a, b, p, static_cast<std::uint64_t>(round))) return;
+  FAIL("in " << kRounds << " rounds, the poll that reaped the request's completion sent the answer's ACK");
 }
 
 TEST_CASE("without busy-polling, a posted SEND has left when the post returns", "[host][batching]") {
