@@ -47,9 +47,13 @@ constexpr core::Time kBusyPollLease = kBusyPollGap;
 // round trip. So a streak that has gone on without a pause for kSteadyPolling (the
 // application polls for good: perftest's send and read latency, ibv_rc_pingpong, the
 // bandwidth tests) earns the long lease. Each of those wake-ups still preempts a polling
-// thread where cores are few, so the long lease is as long as the streak that earns it.
-constexpr core::Time kSteadyPolling = 1'000'000;  // ns
-constexpr core::Time kSteadyLease = kSteadyPolling;
+// thread where cores are few, so a wake-up that finds the lease renewed doubles the next one,
+// up to kSteadyLeaseMost; one that finds it over (the application stopped polling) starts
+// again from kSteadyLeaseFirst, so that a program that stops after each message, if ever taken
+// for a steady poller, waits no longer than that.
+constexpr core::Time kSteadyPolling = 1'000'000;       // ns
+constexpr core::Time kSteadyLeaseFirst = 200'000;      // ns
+constexpr core::Time kSteadyLeaseMost = 8 * kSteadyLeaseFirst;
 // For this long after a lease the progress thread does not spin after work, but sleeps on the
 // socket: beside an application spinning on memory, a spinning progress thread takes its core
 // and runs ahead of it in the scheduler's virtual time, so that its next wake-up does not
@@ -115,6 +119,7 @@ EmbeddedHost::EmbeddedHost(std::unique_ptr<net::Backend> backend, core::DeviceCo
       device_(for_backend(std::move(device), *backend_), memory_),
       spin_ns_(static_cast<core::Time>(std::max<std::chrono::nanoseconds::rep>(spin.count(), 0))) {
   tx_queue_.reserve(kTransmitBurst);
+  steady_lease_.store(kSteadyLeaseFirst);
 }
 
 EmbeddedHost::~EmbeddedHost() { stop(); }
@@ -153,8 +158,11 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     // they then leave in one batch with the answer it posts (an ACK covers every earlier PSN,
     // so a late one loses nothing), rather than by a system call before it sees its completion.
     after_call(lock, now, Sending::with_next_post);
-    last_call_.store(steady_now(), std::memory_order_relaxed);
   }
+  if (lock.owns_lock()) lock.unlock();
+  // The next call's pause starts here: a poll that took long (a burst to send, a slow build)
+  // was not the application pausing.
+  last_call_.store(steady_now(), std::memory_order_relaxed);
   last_poll_found_.store(n > 0, std::memory_order_relaxed);
   return n;
 }
@@ -266,7 +274,18 @@ void EmbeddedHost::note_poll(core::Time now) {
   continues_streak(now);
   if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {
     const bool steady = now - streak_start_.load(std::memory_order_relaxed) >= kSteadyPolling;
-    app_polls_until_.store(now + (steady ? kSteadyLease : kBusyPollLease), std::memory_order_relaxed);
+    polls_steadily_.store(steady, std::memory_order_relaxed);
+    const core::Time lease = steady ? steady_lease_.load(std::memory_order_relaxed) : kBusyPollLease;
+    app_polls_until_.store(now + lease, std::memory_order_relaxed);
+  }
+}
+
+void EmbeddedHost::lengthen_steady_lease(bool renewed) {
+  const core::Time lease = steady_lease_.load(std::memory_order_relaxed);
+  if (!renewed) {
+    steady_lease_.store(kSteadyLeaseFirst, std::memory_order_relaxed);
+  } else if (polls_steadily_.load(std::memory_order_relaxed)) {
+    steady_lease_.store(std::min(2 * lease, kSteadyLeaseMost), std::memory_order_relaxed);
   }
 }
 
@@ -331,7 +350,9 @@ void EmbeddedHost::run() {
       const bool woken = sleep_until(now, std::min(until, lease_end), write, source);  // an application thread receives
       // Woken by the time alone, to find the lease renewed: the application still polls, and a
       // step would only contend with it for the lock and the socket.
-      ready = woken || steady_now() >= app_polls_until_.load(std::memory_order_relaxed);
+      const bool renewed = steady_now() < app_polls_until_.load(std::memory_order_relaxed);
+      ready = woken || !renewed;
+      if (!woken && lease_end <= until) lengthen_steady_lease(renewed);
     } else if (now - lease_end >= kNoSpinAfterLease && budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
       // A polled backend (no fd to ask) is looked at on every pass.

@@ -201,6 +201,9 @@ class EmbeddedHost {
   enum class Sending { now, at_next_poll, with_next_post };
   void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
+  // The progress thread woke at a lease's end: doubles the next steady lease if the application
+  // had renewed a steady one, and starts again from the shortest if it had not renewed it.
+  void lengthen_steady_lease(bool renewed);
   // A verbs call at `now` (a poll or a post): whether it goes on with the streak of calls, or
   // follows a pause long enough to start a new one.
   bool continues_streak(core::Time now);
@@ -246,6 +249,8 @@ class EmbeddedHost {
   std::atomic<core::Time> streak_start_{0};  // when the streak's first call was
   std::atomic<bool> last_poll_found_{true};  // the last poll_cq() returned completions
   std::atomic<core::Time> app_polls_until_{0};
+  std::atomic<bool> polls_steadily_{false};  // the last lease was a steady one
+  std::atomic<core::Time> steady_lease_{0};  // the next steady lease's length; from kSteadyLeaseFirst
   std::thread thread_;
 };
 
