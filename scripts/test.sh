@@ -30,9 +30,9 @@ step "tests under ASan + UBSan"
 step "build (release) of the package and of the tools the benchmarks, MPI and interoperability tests run"
 # Installed under /usr, as the Debian package puts it.
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSOFTRDMA_INTEROP=ON -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
-cmake --build build/release -j "$JOBS" --target package_contents iwarp_rping udp_pingpong mpi_check
+cmake --build build/release -j "$JOBS" --target package_contents iwarp_rping udp_pingpong mpi_check host_tests
 
-step "tests that need an uninstrumented build: the benchmark scripts' smoke runs, rstream's suite, MPI"
+step "tests that need an uninstrumented build: the benchmark scripts' smoke runs, rstream's suite, MPI, timed batching"
 (cd build/release && ctest -L uninstrumented --output-on-failure -j "$JOBS")
 
 step "the Debian package: built, installed, used from the installed files only, purged"
