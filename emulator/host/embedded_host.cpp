@@ -51,8 +51,8 @@ constexpr core::Time kBusyPollLease = kBusyPollGap;
 // up to kSteadyLeaseMost; one that finds it over (the application stopped polling) starts
 // again from kSteadyLeaseFirst, so that a program that stops after each message, if ever taken
 // for a steady poller, waits no longer than that.
-constexpr core::Time kSteadyPolling = 1'000'000;       // ns
-constexpr core::Time kSteadyLeaseFirst = 200'000;      // ns
+constexpr core::Time kSteadyPolling = 1'000'000;   // ns
+constexpr core::Time kSteadyLeaseFirst = 200'000;  // ns
 constexpr core::Time kSteadyLeaseMost = 8 * kSteadyLeaseFirst;
 // For this long after a lease the progress thread does not spin after work, but sleeps on the
 // socket: beside an application spinning on memory, a spinning progress thread takes its core

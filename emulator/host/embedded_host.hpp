@@ -216,7 +216,7 @@ class EmbeddedHost {
   std::unique_ptr<net::Backend> backend_;
   std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
-  std::vector<core::TxPacket> tx_queue_;                // taken from the engine, not yet accepted by the kernel
+  std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
   // What after_call left for poll_cq() to send; guarded by mutex_.
   struct Unsent {
     bool any = false;    // packets wait
