@@ -15,6 +15,7 @@
 #include "emulator/host/spin_budget.hpp"
 #include "emulator/host/thread_pause.hpp"
 #include "emulator/net/udp_backend.hpp"
+#include "wire/opcode.hpp"
 #include "wire/udp.hpp"
 
 namespace softrdma::host {
@@ -61,6 +62,19 @@ constexpr core::Time kSteadyLeaseMost = 8 * kSteadyLeaseFirst;
 constexpr core::Time kNoSpinAfterLease = 1'000'000;  // ns
 
 constexpr core::Time kNever = ~core::Time{0};
+
+bool is_answer(const core::TxPacket& p) {
+  return !p.bytes.empty() && wire::info(wire::opcode(p.bytes[0])).is(wire::OpFlag::response);
+}
+
+// A batch's answers leave after its requests: a peer whose poll finds the completion an ACK
+// brings then has the requests that came with it in its socket already (in-order delivery),
+// rather than stop polling a moment before they arrive (ib_write_lat's WRITE, which only the
+// peer's progress thread would then receive). One system call sends the batch, so answers
+// are not starved by it.
+void answers_last(std::vector<core::TxPacket>& batch) {
+  std::stable_partition(batch.begin(), batch.end(), [](const core::TxPacket& p) { return !is_answer(p); });
+}
 
 }  // namespace
 
@@ -141,16 +155,18 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   bool sent = unsent_.posts;
   if (sent) transmit(now);
   int n = device_.poll_cq(cq, out);
-  // Answers alone (the ACKs a receive called for) wait while polls find completions, for the
-  // post the application makes on them (perftest's ib_send_lat reaps its SEND's completion
-  // between the receive and its answer), but not longer than a short lease.
-  if (unsent_.any && (n == 0 || now - unsent_.since >= kBusyPollLease)) {
-    transmit(now);
+  // When the CQ is empty, one recvmmsg; finding nothing is the cost of an empty poll.
+  const std::size_t received = n == 0 ? receive(now) : 0;
+  if (received > 0) {
+    n = device_.poll_cq(cq, out);
     sent = true;
   }
-  // When the CQ is empty, one recvmmsg; finding nothing is the cost of an empty poll.
-  if (n == 0 && receive(now) > 0) {
-    n = device_.poll_cq(cq, out);
+  // Answers alone (the ACKs a receive called for) wait while polls find completions or
+  // packets, for the post the application makes on them (perftest's ib_send_lat reaps its
+  // SEND's completion between the receive and its answer; ib_write_lat's peer sends its WRITE
+  // just ahead of the ACK this poll waits for), but not longer than a short lease.
+  if (unsent_.any && ((n == 0 && received == 0) || now - unsent_.since >= kBusyPollLease)) {
+    transmit(now);
     sent = true;
   }
   if (sent) {
@@ -231,15 +247,19 @@ thread_local bool EmbeddedHost::pulling_ = false;
 
 void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
-  const bool for_poll = sending != Sending::now && now < lease_end;
-  const bool more = !for_poll && transmit(now).more;
+  const bool in_lease = now < lease_end;
+  // A poll's answers wait for the next post even outside a lease: the application is polling.
+  const bool held = sending == Sending::with_next_post || (sending == Sending::at_next_poll && in_lease);
+  const bool more = !held && transmit(now).more;
   collect_events();
   core::Time deadline = next_wakeup();
-  if (for_poll && device_.may_transmit()) {
+  if (held && device_.may_transmit()) {
     if (!unsent_.any) unsent_.since = steady_now();  // after the receive that queued them, however long it took
     unsent_.any = true;
     unsent_.posts = unsent_.posts || sending == Sending::at_next_poll;
-    if (deadline == 0 || lease_end < deadline) deadline = lease_end;  // if no poll comes first
+    // If no poll or post comes first, the progress thread sends them.
+    const core::Time send_by = in_lease ? lease_end : unsent_.since + kBusyPollLease;
+    if (deadline == 0 || send_by < deadline) deadline = send_by;
   }
   deadline_.store(deadline);
   lock.unlock();
@@ -451,6 +471,7 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
         tx_queue_.push_back(std::move(*p));
       }
     }
+    answers_last(tx_queue_);
     const std::size_t looped = loop_back(now);
     sent.packets += looped;  // work, and bounded per step like the rest
     if (tx_queue_.empty()) {

@@ -6,6 +6,8 @@
 // socket, received byte-exact at the peer.
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -13,6 +15,7 @@
 #include <utility>
 
 #include "tests/host/host_fixture.hpp"
+#include "tests/net/capture_files.hpp"
 
 namespace test {
 namespace {
@@ -21,6 +24,12 @@ using core::WcStatus;
 using core::WrOpcode;
 
 constexpr std::uint32_t kMessage = 64;  // perftest's message-rate size: every packet the same length
+// In a captured RoCEv2 frame: Ethernet (14), IPv4 (20), UDP (8), then the BTH's opcode.
+constexpr std::size_t kIpv4Source = 14 + 12;
+constexpr std::size_t kBthOpcode = 14 + 20 + 8;
+constexpr int kRcWriteOnly = 0x0A,
+              kRcAcknowledge =
+                  0x11;  // IBTA vol. 1 table 35  // perftest's message-rate size: every packet the same length
 
 std::uint64_t udp_sent(Node& n) { return n.host->stats().udp.tx_packets; }
 
@@ -220,6 +229,59 @@ TEST_CASE("a receive's ACK waits past a poll that reaps another completion until
   for (int round = 0; round < kRounds; ++round)
     if (ack_waits_past_reaping_poll(a, b, p, static_cast<std::uint64_t>(round))) return;
   FAIL("in " << kRounds << " rounds, the poll that reaped the request's completion sent the answer's ACK");
+}
+
+// One round of ib_write_lat's order on b, which captures: a's WRITE comes in while b, busy-
+// polling its send CQ, receives it; b then posts a WRITE of its own, as ib_write_lat does on
+// seeing the peer's in its buffer. Whether b had sent nothing by the post (the ACK waited for
+// it, past polls that found packets but no completion), and two packets in all after it.
+bool write_ack_waits_for_post(Node& a, Node& b, const RcPair& p, std::uint64_t id) {
+  std::vector<core::Wc> none(1);
+  busy_poll(b);
+  const std::uint64_t sent_before = udp_sent(b);
+  const std::uint64_t received_before = b.host->stats().udp.rx_packets;
+  a.post_send(p.qa,
+              remote_wr(WrOpcode::rdma_write, id, {a.sge(id * kMessage, kMessage)}, b.addr(id * kMessage), b.mr.rkey));
+  while (b.host->stats().udp.rx_packets == received_before) REQUIRE(b.host->poll_cq(b.send_cq, none) == 0);
+  const bool waited = udp_sent(b) == sent_before;
+  const int err = b.host->post([&](core::Device& d, core::Time now) {
+    return d.post_send(
+        now, p.qb,
+        remote_wr(WrOpcode::rdma_write, id, {b.sge(id * kMessage, kMessage)}, a.addr(id * kMessage), a.mr.rkey));
+  });
+  REQUIRE(err == 0);
+  const int reaped = b.host->poll_cq(b.send_cq, none);  // sends what waits for a poll
+  REQUIRE(reaped >= 0);
+  a.wait(a.send_cq, 1);
+  if (reaped == 0) b.wait(b.send_cq, 1);
+  return waited && udp_sent(b) == sent_before + 2;
+}
+
+// Timed in microseconds, as the test above.
+TEST_CASE("a WRITE's ACK waits for the responder's next post and leaves behind its request", "[host][uninstrumented]") {
+  constexpr int kRounds = 50;
+  const std::string path = temp_capture_path("write-ack");
+  host::HostConfig config = config_at("127.83.114.2");
+  config.capture_path = path;
+  Node a("127.83.114.1"), b(config);
+  RcPair p(a, b);
+  fill_pattern(a.buffer, 0, kRounds * kMessage, 114);
+  fill_pattern(b.buffer, 0, kRounds * kMessage, 115);
+  int round = 0;
+  while (round < kRounds && !write_ack_waits_for_post(a, b, p, static_cast<std::uint64_t>(round))) ++round;
+  b.host->stop();
+  REQUIRE(round < kRounds);
+  // b's last two frames out: its WRITE, then the ACK that waited for it, so that a has the
+  // WRITE in its socket by the time the ACK completes its own.
+  const std::array<std::uint8_t, 4> b_ip{127, 83, 114, 2};
+  std::vector<int> opcodes;
+  for (const std::vector<std::uint8_t>& frame : read_capture(path).data)
+    if (std::equal(b_ip.begin(), b_ip.end(), frame.begin() + kIpv4Source)) opcodes.push_back(frame.at(kBthOpcode));
+  REQUIRE(opcodes.size() >= 2);
+  CHECK(opcodes[opcodes.size() - 2] == kRcWriteOnly);
+  CHECK(opcodes.back() == kRcAcknowledge);
+  const std::size_t at = static_cast<std::size_t>(round) * kMessage;
+  CHECK(std::memcmp(a.buffer.data() + at, b.buffer.data() + at, kMessage) == 0);  // b's last WRITE landed
 }
 
 TEST_CASE("without busy-polling, a posted SEND has left when the post returns", "[host][batching]") {
