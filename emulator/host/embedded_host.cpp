@@ -63,6 +63,9 @@ constexpr core::Time kNoSpinAfterLease = 1'000'000;  // ns
 
 constexpr core::Time kNever = ~core::Time{0};
 
+// The earlier of a deadline (0: none) and `t`.
+core::Time earliest(core::Time deadline, core::Time t) { return deadline == 0 || t < deadline ? t : deadline; }
+
 bool is_answer(const core::TxPacket& p) {
   return !p.bytes.empty() && wire::info(wire::opcode(p.bytes[0])).is(wire::OpFlag::response);
 }
@@ -254,12 +257,10 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
   collect_events();
   core::Time deadline = next_wakeup();
   if (held && device_.may_transmit()) {
-    if (!unsent_.any) unsent_.since = steady_now();  // after the receive that queued them, however long it took
-    unsent_.any = true;
-    unsent_.posts = unsent_.posts || sending == Sending::at_next_poll;
+    keep_unsent(steady_now(),
+                sending == Sending::at_next_poll);  // after the receive that queued them, however long it took
     // If no poll or post comes first, the progress thread sends them.
-    const core::Time send_by = in_lease ? lease_end : unsent_.since + kBusyPollLease;
-    if (deadline == 0 || send_by < deadline) deadline = send_by;
+    deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
   }
   deadline_.store(deadline);
   lock.unlock();
@@ -413,7 +414,8 @@ bool EmbeddedHost::progress() {
 }
 
 bool EmbeddedHost::step(core::Time now) {
-  bool worked = receive(now) > 0;
+  const std::size_t received = receive(now);
+  bool worked = received > 0;
   // What the packets completed reaches the daemon's CQ rings before the answers they call for
   // leave: a send may run a veth peer's whole receive path inside the system call, and an ACK
   // is no reason to keep a completion from its client (between two udp daemons, ib_send_lat
@@ -424,10 +426,28 @@ bool EmbeddedHost::step(core::Time now) {
     device_.advance(now);
     worked = true;
   }
-  worked |= transmit(now).packets > 0;
+  worked |= transmit(now, answers_may_wait(now, received) ? Answers::may_wait : Answers::leave).packets > 0;
   collect_events();
-  deadline_.store(next_wakeup());
+  core::Time deadline = next_wakeup();
+  if (unsent_.any) deadline = earliest(deadline, unsent_.since + kBusyPollLease);
+  deadline_.store(deadline);
   return worked;
+}
+
+bool EmbeddedHost::answers_may_wait(core::Time now, std::size_t received) const {
+  if (unsent_.any) return !unsent_.posts && now - unsent_.since < kBusyPollLease;
+  // An application that made a verbs call a moment ago is at work and likely to post its own
+  // answer to what came: an RDMA WRITE without immediate completes nothing at the responder,
+  // so ib_write_lat spins on its buffer and posts its WRITE once it sees the peer's there. Its
+  // ACK then leaves with that WRITE, behind it, and the peer's poll finds both.
+  const core::Time last = last_call_.load(std::memory_order_relaxed);
+  return received > 0 && last != 0 && now - last < kBusyPollGap;
+}
+
+void EmbeddedHost::keep_unsent(core::Time since, bool posts) {
+  if (!unsent_.any) unsent_.since = since;
+  unsent_.any = true;
+  unsent_.posts = unsent_.posts || posts;
 }
 
 core::Time EmbeddedHost::next_wakeup() const {
@@ -456,9 +476,8 @@ std::size_t EmbeddedHost::deliver(core::Time now, std::span<const core::RxPacket
   return packets.size();
 }
 
-EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
+EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now, Answers answers) {
   memory_.flush();  // writes land before the ACKs that announce them leave
-  unsent_ = {};
   Sent sent;
   if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {
@@ -478,6 +497,10 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
       if (looped == 0) break;
       continue;  // all looped back: the engine may have answers to send
     }
+    if (answers == Answers::may_wait && std::all_of(tx_queue_.begin(), tx_queue_.end(), is_answer)) {
+      keep_unsent(now, false);  // in tx_queue_, for the next transmit
+      return sent;
+    }
     const std::size_t n = backend_->send(tx_queue_);
     if (capture_) capture_->record_tx(std::span(tx_queue_).first(n));  // may take the buffers
     for (std::size_t i = 0; i < n; ++i) device_.recycle(std::move(tx_queue_[i]));
@@ -485,6 +508,7 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now) {
     sent.packets += n;
     if (!tx_queue_.empty()) break;  // the socket's send buffer is full: wait for POLLOUT
   }
+  unsent_ = {};
   tx_blocked_.store(!tx_queue_.empty());
   // Reaching the per-step bound leaves the rest to the next step.
   sent.more = !tx_queue_.empty() || sent.packets >= kTransmitPerStep;

@@ -185,7 +185,14 @@ class EmbeddedHost {
   std::size_t receive(core::Time now);
   std::size_t deliver(core::Time now, std::span<const core::RxPacket> packets);  // through faults and capture
   core::Time next_wakeup() const;  // the engine's deadline or a held packet's, 0 for none
-  Sent transmit(core::Time now);
+  // may_wait: answers alone (see answers_may_wait) stay in tx_queue_, noted in unsent_.
+  enum class Answers { leave, may_wait };
+  Sent transmit(core::Time now, Answers answers = Answers::leave);
+  // In a progress step that received `received` packets: whether answers alone may wait for the
+  // application's next post (kBusyPollLease at most) rather than leave now.
+  bool answers_may_wait(core::Time now, std::size_t received) const;
+  // Notes that packets wait (in the engine or tx_queue_) for a poll or post, from `since`.
+  void keep_unsent(core::Time since, bool posts);
   // Delivers tx_queue_'s packets to our own address and takes them out of it; how many.
   std::size_t loop_back(core::Time now);
   void collect_events();
