@@ -436,12 +436,13 @@ bool EmbeddedHost::step(core::Time now) {
 
 bool EmbeddedHost::answers_may_wait(core::Time now, std::size_t received) const {
   if (unsent_.any) return !unsent_.posts && now - unsent_.since < kBusyPollLease;
-  // An application that made a verbs call a moment ago is at work and likely to post its own
-  // answer to what came: an RDMA WRITE without immediate completes nothing at the responder,
-  // so ib_write_lat spins on its buffer and posts its WRITE once it sees the peer's there. Its
-  // ACK then leaves with that WRITE, behind it, and the peer's poll finds both.
+  // An application whose last poll, less than kSteadyPolling ago, found a completion is at
+  // work on it, and likely to post its own answer to what came: an RDMA WRITE without
+  // immediate completes nothing at the responder, so ib_write_lat spins on its buffer and posts
+  // its WRITE once it sees the peer's there. Its ACK then leaves with that WRITE, behind it,
+  // and the peer's poll finds both.
   const core::Time last = last_call_.load(std::memory_order_relaxed);
-  return received > 0 && last != 0 && now - last < kBusyPollGap;
+  return received > 0 && last != 0 && now - last < kSteadyPolling && last_poll_found_.load(std::memory_order_relaxed);
 }
 
 void EmbeddedHost::keep_unsent(core::Time since, bool posts) {
