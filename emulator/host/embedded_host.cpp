@@ -257,8 +257,8 @@ void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now
   collect_events();
   core::Time deadline = next_wakeup();
   if (held && device_.may_transmit()) {
-    keep_unsent(steady_now(),
-                sending == Sending::at_next_poll);  // after the receive that queued them, however long it took
+    // Their wait counts from after the receive that queued them, however long it took.
+    keep_unsent(steady_now(), sending == Sending::at_next_poll);
     // If no poll or post comes first, the progress thread sends them.
     deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
   }

@@ -27,9 +27,8 @@ constexpr std::uint32_t kMessage = 64;  // perftest's message-rate size: every p
 // In a captured RoCEv2 frame: Ethernet (14), IPv4 (20), UDP (8), then the BTH's opcode.
 constexpr std::size_t kIpv4Source = 14 + 12;
 constexpr std::size_t kBthOpcode = 14 + 20 + 8;
-constexpr int kRcWriteOnly = 0x0A,
-              kRcAcknowledge =
-                  0x11;  // IBTA vol. 1 table 35  // perftest's message-rate size: every packet the same length
+// RC RDMA WRITE Only and Acknowledge (IBTA vol. 1 table 35).
+constexpr int kRcWriteOnly = 0x0A, kRcAcknowledge = 0x11;
 
 std::uint64_t udp_sent(Node& n) { return n.host->stats().udp.tx_packets; }
 
