@@ -248,7 +248,7 @@ HostStats EmbeddedHost::stats() {
 
 thread_local bool EmbeddedHost::pulling_ = false;
 
-void EmbeddedHost::after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending) {
+void EmbeddedHost::after_call(std::unique_lock<SpinningMutex>& lock, core::Time now, Sending sending) {
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
   const bool in_lease = now < lease_end;
   // A poll's answers wait for the next post even outside a lease: the application is polling.

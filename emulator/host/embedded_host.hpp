@@ -34,6 +34,7 @@
 #include "emulator/host/fault_stage.hpp"
 #include "emulator/host/host_clock.hpp"
 #include "emulator/host/local_memory.hpp"
+#include "emulator/host/spinning_mutex.hpp"
 #include "emulator/net/backend.hpp"
 #include "emulator/net/capture_stage.hpp"
 
@@ -206,7 +207,7 @@ class EmbeddedHost {
   // poll came first. with_next_post (a poll's receive): as at_next_poll, but polls that find
   // completions let it wait on for a while (poll_cq).
   enum class Sending { now, at_next_poll, with_next_post };
-  void after_call(std::unique_lock<std::mutex>& lock, core::Time now, Sending sending);
+  void after_call(std::unique_lock<SpinningMutex>& lock, core::Time now, Sending sending);
   void note_poll(core::Time now);
   // The progress thread woke at a lease's end: doubles the next steady lease if the application
   // had renewed a steady one, and starts again from the shortest if it had not renewed it.
@@ -221,7 +222,7 @@ class EmbeddedHost {
   LocalMemory local_memory_;  // unless HostConfig::memory names another
   core::Memory& memory_;      // the one the device uses; flushed before packets leave and events go out
   std::unique_ptr<net::Backend> backend_;
-  std::mutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
+  SpinningMutex mutex_;  // guards device_, backend_'s I/O and counters, tx_queue_
   core::Device device_;
   std::vector<core::TxPacket> tx_queue_;  // taken from the engine, not yet accepted by the kernel
   // What after_call left for poll_cq() to send; guarded by mutex_.
