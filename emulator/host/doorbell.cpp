@@ -2,19 +2,32 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
 
 namespace softrdma::host {
+namespace {
 
-Doorbell::Doorbell() : eventfd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-  if (eventfd_ < 0) error_ = errno;
+// An eventfd's or a timerfd's read returns its count and resets it to 0.
+void reset_count(int fd) {
+  std::uint64_t count = 0;
+  [[maybe_unused]] const ssize_t n = read(fd, &count, sizeof count);
+}
+
+}  // namespace
+
+Doorbell::Doorbell()
+    : eventfd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      timerfd_(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) {
+  if (eventfd_ < 0 || timerfd_ < 0) error_ = errno;
 }
 
 Doorbell::~Doorbell() {
   if (eventfd_ >= 0) close(eventfd_);
+  if (timerfd_ >= 0) close(timerfd_);
 }
 
 void Doorbell::kick() {
@@ -26,6 +39,12 @@ void Doorbell::kick() {
     [[maybe_unused]] const ssize_t n =
         write(eventfd_, &one, sizeof one);  // fails only when the count would overflow: it is rung already
   }
+}
+
+bool Doorbell::ring_at(std::uint64_t steady_ns) {
+  itimerspec at{};
+  at.it_value = {static_cast<time_t>(steady_ns / 1'000'000'000), static_cast<long>(steady_ns % 1'000'000'000)};
+  return timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &at, nullptr) == 0;
 }
 
 bool Doorbell::sleep(int fd, short events, int readable, std::int64_t timeout_ns) {
@@ -43,14 +62,12 @@ bool Doorbell::ready_now(int fd, short events, int readable) {
 
 bool Doorbell::wait(int fd, short events, int readable, std::int64_t timeout_ns) {
   // ppoll skips an entry with a negative descriptor.
-  pollfd fds[3] = {{fd, events, 0}, {eventfd_, POLLIN, 0}, {readable, POLLIN, 0}};
+  pollfd fds[4] = {{fd, events, 0}, {eventfd_, POLLIN, 0}, {readable, POLLIN, 0}, {timerfd_, POLLIN, 0}};
   timespec limit{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
-  const int n = ppoll(fds, 3, timeout_ns < 0 ? nullptr : &limit, nullptr);
+  const int n = ppoll(fds, 4, timeout_ns < 0 ? nullptr : &limit, nullptr);
   if (n <= 0) return false;
-  if (fds[1].revents & POLLIN) {
-    std::uint64_t count = 0;
-    [[maybe_unused]] const ssize_t r = read(eventfd_, &count, sizeof count);  // resets the eventfd to 0
-  }
+  if (fds[1].revents & POLLIN) reset_count(eventfd_);
+  if (fds[3].revents & POLLIN) reset_count(timerfd_);
   return true;
 }
 

@@ -263,12 +263,27 @@ void EmbeddedHost::after_call(std::unique_lock<SpinningMutex>& lock, core::Time 
     deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
   }
   deadline_.store(deadline);
+  aim_timer(now, deadline);
   lock.unlock();
   events_.deliver();
-  // The progress thread must look again if packets are left to send, or if the engine needs
-  // it before it would wake. (An awake thread, wake_at_ 0, reads deadline_ before it sleeps:
-  // see sleep_until.)
-  if (more || (deadline != 0 && deadline < wake_at_.load())) doorbell_.kick();
+  if (more) doorbell_.kick();  // packets are left to send
+}
+
+void EmbeddedHost::aim_timer(core::Time now, core::Time deadline) {
+  // A sleeping progress thread must wake by the deadline if it would wake later. The timer
+  // wakes it then, not now: a kick would put it on this core ahead of the application at once,
+  // and the deadline (held answers, a retransmission timer) mostly passes unneeded. An awake
+  // thread, wake_at_ 0, reads deadline_ before it sleeps (see sleep_until).
+  const core::Time sleeper_wakes = wake_at_.load();
+  const core::Time wanted = deadline != 0 && sleeper_wakes != 0 && deadline < sleeper_wakes ? deadline : 0;
+  const core::Time armed = timer_at_ > now ? timer_at_ : 0;  // one that went off is spent
+  if (wanted == armed) return;
+  // A timer for a deadline since moved later or dropped goes too: its wake-up would find nothing.
+  if (!doorbell_.ring_at(wanted)) {
+    doorbell_.kick();  // without a timer, wake it now
+    return;
+  }
+  timer_at_ = wanted;
 }
 
 bool EmbeddedHost::continues_streak(core::Time now) {

@@ -201,13 +201,16 @@ class EmbeddedHost {
   // errno of the first join it refused, else 0. The lock is held.
   int carry_out_group_changes();
   // After engine calls on an application thread: sends what they queued, publishes the
-  // deadline, releases the lock, delivers events and kicks the progress thread when it must
-  // look again. at_next_poll (post()): while the application busy-polls, what the call queued
-  // waits for its next poll_cq(), and the progress thread sends it at the lease's end if no
-  // poll came first. with_next_post (a poll's receive): as at_next_poll, but polls that find
-  // completions let it wait on for a while (poll_cq).
+  // deadline (aim_timer), releases the lock, delivers events and kicks the progress thread when
+  // packets are left to send. at_next_poll (post()): while the application busy-polls, what the
+  // call queued waits for its next poll_cq(), and the progress thread sends it at the lease's
+  // end if no poll came first. with_next_post (a poll's receive): as at_next_poll, but polls
+  // that find completions let it wait on for a while (poll_cq).
   enum class Sending { now, at_next_poll, with_next_post };
   void after_call(std::unique_lock<SpinningMutex>& lock, core::Time now, Sending sending);
+  // Sets the doorbell's timer for `deadline` (0: none) if the progress thread sleeps past it,
+  // and cancels one set for an earlier deadline. The lock is held.
+  void aim_timer(core::Time now, core::Time deadline);
   void note_poll(core::Time now);
   // The progress thread woke at a lease's end: doubles the next steady lease if the application
   // had renewed a steady one, and starts again from the shortest if it had not renewed it.
@@ -243,6 +246,7 @@ class EmbeddedHost {
   EventDelivery events_;
   Doorbell doorbell_;
   const core::Time spin_ns_;
+  core::Time timer_at_ = 0;              // when the doorbell's timer goes off, 0 for never; guarded by mutex_
   std::atomic<core::Time> deadline_{0};  // the engine's next deadline, 0 for none
   std::atomic<bool> tx_blocked_{false};  // tx_queue_ waits for POLLOUT
   std::atomic<bool> stopping_{false};
