@@ -153,7 +153,7 @@ void EmbeddedHost::stop() {
 int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   const core::Time now = steady_now();
   note_poll(now);
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock = lock_for_call(now);
   // Posts that waited for this poll (see post()) leave first: their latency is the poll's.
   bool sent = unsent_.posts;
   if (sent) transmit(now);
@@ -190,6 +190,7 @@ int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   // The application is about to sleep until the CQ's event: from now on the progress thread
   // must receive, and if it sleeps off the socket for a busy-poll lease, wake it.
   last_call_.store(0, std::memory_order_relaxed);  // the next poll starts a new streak
+  last_armed_.store(steady_now(), std::memory_order_relaxed);
   last_poll_found_.store(true, std::memory_order_relaxed);
   if (app_polls_until_.exchange(0) > steady_now()) doorbell_.kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
@@ -230,6 +231,18 @@ int EmbeddedHost::carry_out_group_changes() {
     if (c->joined && refused == 0) refused = err;
   }
   return refused;
+}
+
+std::unique_lock<SpinningMutex> EmbeddedHost::lock_for_call(core::Time now) {
+  // Where the application's threads spin anyway (on a CQ, or on memory as ib_write_lat does),
+  // a waiter spins through a step's microseconds rather than sleep and then wait for a core.
+  // Beside an application asleep on completion events, a spinning waiter takes the core that
+  // a woken thread needs.
+  if (now >= last_armed_.load(std::memory_order_relaxed) + kSteadyPolling) {
+    mutex_.spin_lock();
+    return std::unique_lock(mutex_, std::adopt_lock);
+  }
+  return std::unique_lock(mutex_);
 }
 
 void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {
@@ -421,7 +434,7 @@ void EmbeddedHost::send_pulled() {
 }
 
 bool EmbeddedHost::progress() {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock = lock_for_call(steady_now());
   const bool worked = step(steady_now());
   lock.unlock();
   events_.deliver();

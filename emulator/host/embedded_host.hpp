@@ -212,6 +212,9 @@ class EmbeddedHost {
   // and cancels one set for an earlier deadline. The lock is held.
   void aim_timer(core::Time now, core::Time deadline);
   void note_poll(core::Time now);
+  // The lock, for a verbs call or a progress step at `now`: spun for unless the application
+  // armed a CQ within kSteadyPolling (it sleeps on completion events).
+  std::unique_lock<SpinningMutex> lock_for_call(core::Time now);
   // The progress thread woke at a lease's end: doubles the next steady lease if the application
   // had renewed a steady one, and starts again from the shortest if it had not renewed it.
   void lengthen_steady_lease(bool renewed);
@@ -260,6 +263,7 @@ class EmbeddedHost {
   std::atomic<core::Time> last_call_{0};
   std::atomic<core::Time> streak_start_{0};  // when the streak's first call was
   std::atomic<bool> last_poll_found_{true};  // the last poll_cq() returned completions
+  std::atomic<core::Time> last_armed_{0};    // the last req_notify_cq()
   std::atomic<core::Time> app_polls_until_{0};
   std::atomic<bool> polls_steadily_{false};  // the last lease was a steady one
   std::atomic<core::Time> steady_lease_{0};  // the next steady lease's length; from kSteadyLeaseFirst
@@ -284,7 +288,7 @@ auto EmbeddedHost::call(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
 
 template <class F>
 auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::Time> {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock = lock_for_call(steady_now());
   const core::Time now = steady_now();
   auto result = std::forward<F>(f)(device_, now);
   // In a pull, send_pulled() sends, collects and publishes the deadline once for all its posts.

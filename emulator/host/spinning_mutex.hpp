@@ -1,11 +1,12 @@
-// A mutex whose waiters spin a little before they sleep.
+// A mutex whose busy-polling waiters may spin a little before they sleep.
 //
 // The embedded host's lock is held for microseconds at a time, by the progress thread or an
 // application thread. A std::mutex puts a waiter to sleep at once: the holder's unlock then has
 // to wake it, and on a machine with as many busy threads as cores the woken application thread
 // waits for a core (perf sched showed ib_write_lat's threads switching thousands of times a
-// second on the host lock). Spinning for about as long as a step holds the lock takes the lock
-// without leaving the core; a holder that was preempted is waited for asleep, as before.
+// second on the host lock). Where threads spin anyway, a waiter takes the lock with
+// spin_lock(), spinning for about as long as a step holds it. lock() sleeps at once: beside
+// programs asleep on completion events, a spinning waiter takes the core a woken thread needs.
 #pragma once
 
 #include <mutex>
@@ -18,7 +19,11 @@ class SpinningMutex {
  public:
   static constexpr core::Time kSpinNs = 10'000;
 
-  void lock() {
+  void lock() { mutex_.lock(); }
+  bool try_lock() { return mutex_.try_lock(); }
+  void unlock() { mutex_.unlock(); }
+  // Tries for kSpinNs before it sleeps as lock() does.
+  void spin_lock() {
     if (mutex_.try_lock()) return;
     const core::Time until = steady_now() + kSpinNs;
     do {
@@ -27,8 +32,6 @@ class SpinningMutex {
     } while (steady_now() < until);
     mutex_.lock();
   }
-  bool try_lock() { return mutex_.try_lock(); }
-  void unlock() { mutex_.unlock(); }
 
  private:
   std::mutex mutex_;
