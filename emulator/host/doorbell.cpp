@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <ctime>
 
+#include "emulator/host/host_clock.hpp"
+
 namespace softrdma::host {
 namespace {
 
@@ -43,7 +45,7 @@ void Doorbell::kick() {
 
 bool Doorbell::ring_at(std::uint64_t steady_ns) {
   itimerspec at{};
-  at.it_value = {static_cast<time_t>(steady_ns / 1'000'000'000), static_cast<long>(steady_ns % 1'000'000'000)};
+  at.it_value = to_timespec(steady_ns);
   return timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &at, nullptr) == 0;
 }
 
@@ -63,7 +65,7 @@ bool Doorbell::ready_now(int fd, short events, int readable) {
 bool Doorbell::wait(int fd, short events, int readable, std::int64_t timeout_ns) {
   // ppoll skips an entry with a negative descriptor.
   pollfd fds[4] = {{fd, events, 0}, {eventfd_, POLLIN, 0}, {readable, POLLIN, 0}, {timerfd_, POLLIN, 0}};
-  timespec limit{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+  const timespec limit = to_timespec(static_cast<std::uint64_t>(timeout_ns < 0 ? 0 : timeout_ns));
   const int n = ppoll(fds, 4, timeout_ns < 0 ? nullptr : &limit, nullptr);
   if (n <= 0) return false;
   if (fds[1].revents & POLLIN) reset_count(eventfd_);

@@ -1,9 +1,10 @@
 // How the progress thread sleeps on the socket, and how other threads wake it.
 //
-// The thread sleeps in ppoll() on the socket, an eventfd and a timerfd. A thread that leaves
-// packets to send calls kick(); one that sets a deadline earlier than the sleeper's wake-up
-// calls ring_at(), which wakes it at that deadline rather than now (a kick puts the sleeper on
-// the caller's core at once, ahead of the caller).
+// The thread sleeps in ppoll() on the socket, an eventfd and a timerfd. A thread that changes
+// something the socket cannot signal (packets left to send, a lease ended) calls kick(); one
+// that sets a deadline earlier than the sleeper's wake-up calls ring_at(), which wakes it at
+// that deadline rather than now (a kick puts the sleeper on the caller's core at once, ahead of
+// the caller).
 // The eventfd is written only while the thread sleeps, so a verbs call costs no system call
 // while the thread is awake or spinning. No kick is lost: kick() sets `work_` before it
 // reads `sleeping_`, and the thread sets `sleeping_` before it reads `work_` (both

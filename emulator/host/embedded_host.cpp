@@ -189,10 +189,11 @@ int EmbeddedHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
 int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   // The application is about to sleep until the CQ's event: from now on the progress thread
   // must receive, and if it sleeps off the socket for a busy-poll lease, wake it.
+  const core::Time now = steady_now();
   last_call_.store(0, std::memory_order_relaxed);  // the next poll starts a new streak
-  last_armed_.store(steady_now(), std::memory_order_relaxed);
+  last_armed_.store(now, std::memory_order_relaxed);
   last_poll_found_.store(true, std::memory_order_relaxed);
-  if (app_polls_until_.exchange(0) > steady_now()) doorbell_.kick();
+  if (app_polls_until_.exchange(0) > now) doorbell_.kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
 }
 

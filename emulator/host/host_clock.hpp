@@ -3,7 +3,10 @@
 // one place the host reads a clock.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
+#include <cstdint>
 
 #include "emulator/core/verbs_types.hpp"
 
@@ -13,6 +16,11 @@ inline core::Time steady_now() {
   return static_cast<core::Time>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+// `ns` nanoseconds as a timespec: a ppoll timeout, or a timerfd's CLOCK_MONOTONIC time.
+inline timespec to_timespec(std::uint64_t ns) {
+  return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
 }
 
 }  // namespace softrdma::host

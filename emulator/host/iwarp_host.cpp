@@ -472,7 +472,7 @@ void IwarpHost::run() {
     timespec wait{};
     if (due) {
       const core::Time now = steady_now(), left = *due > now ? *due - now : 0;
-      wait = {static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+      wait = to_timespec(left);
     }
     if (::ppoll(fds.data(), fds.size(), due ? &wait : nullptr, nullptr) < 0) continue;
     if (fds[0].revents) {
