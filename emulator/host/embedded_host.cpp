@@ -494,6 +494,7 @@ std::size_t EmbeddedHost::receive(core::Time now) {
     const std::span<const core::RxPacket> packets = backend_->receive();
     if (packets.empty()) break;
     received += deliver(now, packets);
+    if (!backend_->may_have_more()) break;  // the next step looks again
   }
   if (faults_) received += deliver(now, {});  // held packets that came due
   return received;

@@ -67,6 +67,10 @@ class Backend {
   // call. Empty when none has. Never blocks. A joined group's packets come too, with the
   // group's GID as their destination.
   virtual std::span<const core::RxPacket> receive() = 0;
+  // Whether the last receive() may have left packets behind: false once it found the queue
+  // empty before its burst was full, so that the host need not ask again (a system call)
+  // before the next step. A backend that cannot tell says true.
+  virtual bool may_have_more() const { return true; }
 
   // Multicast: whether the backend can receive a group's packets, and starting and stopping
   // that for `group` (a multicast GID; core::GroupChange says when). 0 or an errno value;

@@ -361,7 +361,9 @@ std::span<const core::RxPacket> UdpBackend::receive() {
       counters_.rx_bytes += piece;
     }
   }
-  out += groups_->receive(std::span(s.rx_packets).subspan(out), counters_);
+  const std::size_t grouped = groups_->receive(std::span(s.rx_packets).subspan(out), counters_);
+  burst_full_ = static_cast<std::size_t>(got) == kBurst || grouped > 0;
+  out += grouped;
   return {s.rx_packets.data(), out};
 }
 

@@ -91,6 +91,7 @@ class UdpBackend final : public Backend {
   // packets), as the engine takes them; empty when none has.
   // The bytes live in this backend's slots until the next call. Never blocks.
   std::span<const core::RxPacket> receive() override;
+  bool may_have_more() const override { return burst_full_; }
 
   bool joins_groups() const override { return multicast_; }
   int join_group(const core::Gid& group) override { return multicast_ ? groups_->join(group) : EOPNOTSUPP; }
@@ -120,6 +121,7 @@ class UdpBackend final : public Backend {
   bool checksums_ = false;  // IPv4: SO_NO_CHECK is off at the moment
   std::size_t no_gso_ = 0;  // packets still to send one by one after the kernel refused their GSO datagram
   std::unique_ptr<UdpGroups> groups_;
+  bool burst_full_ = true;  // the last receive() filled its burst, or took group packets
   bool multicast_ = false;  // the socket is set up to send to groups (UdpGroups::prepare_sender)
   UdpCounters counters_;
 };

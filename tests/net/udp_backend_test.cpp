@@ -91,6 +91,18 @@ TEST_CASE("a burst goes out with sendmmsg and arrives with its addresses", "[udp
   CHECK(b->counters().rx_kernel_drops == 0);
 }
 
+TEST_CASE("a receive that finds the socket drained says none may be left, a full burst says some may", "[udp]") {
+  auto a = open_backend("127.83.38.1");
+  auto b = open_backend("127.83.38.2");
+  std::vector<core::TxPacket> burst;
+  for (std::uint8_t i = 0; i < net::UdpBackend::kBurst + 3; ++i) burst.push_back(packet(*a, *b, i, 20 + i));
+  REQUIRE(a->send(burst) == burst.size());  // over loopback, queued on b's socket when send returns
+  CHECK(b->receive().size() == net::UdpBackend::kBurst);
+  CHECK(b->may_have_more());
+  CHECK(b->receive().size() == 3);
+  CHECK_FALSE(b->may_have_more());
+}
+
 TEST_CASE("a backend on a port the kernel picks sends from that port", "[udp]") {
   net::UdpOpenResult r = net::UdpBackend::open("127.83.33.1", 0);
   REQUIRE(r.backend);
