@@ -282,12 +282,13 @@ def rc_pingpong(runner, path, size, events):
     return result
 
 
-def udp_pingpong(runner, path, mode, size, stream=False):
+def udp_pingpong(runner, path, mode, size, stream=False, acked=False):
     """The project's UDP baseline of the same shape (udp_pingpong.cpp): a ping-pong whose ends
-    busy-poll or sleep, or a busy-polling stream."""
+    busy-poll or sleep, or a busy-polling stream; acked, each message with an ACK-sized
+    datagram behind it (the kernel's floor for an RC SEND and the ACK it carries back)."""
     size = min(size, UDP_MAX)
-    extra = ["--mode", mode] + (["--stream"] if stream else [])
-    ran = runner.pair(path, f"udp_pingpong.{'stream' if stream else mode}.{size}",
+    extra = ["--mode", mode] + (["--stream"] if stream else []) + (["--acked"] if acked else [])
+    ran = runner.pair(path, f"udp_pingpong.{'stream' if stream else mode}{'.acked' if acked else ''}.{size}",
                       lambda port: [runner.udp_pingpong, "--server", "--bind", path.server_addr, "-p", str(port),
                                     *extra],
                       lambda port: [runner.udp_pingpong, path.server_addr, "-p", str(port), "-s", str(size),
@@ -436,6 +437,7 @@ def plan(args):
         groups.append(("latency 2 B", [
             (("pt", "ib_send_lat", 2), lambda r, p: perftest(r, p, "ib_send_lat", 2, 100)),
             (("udp", "busy", 2), lambda r, p: udp_pingpong(r, p, "busy", 2)),
+            (("udp", "busy_acked", 2), lambda r, p: udp_pingpong(r, p, "busy", 2, acked=True)),
             (("rc_pp", "poll", 2), lambda r, p: rc_pingpong(r, p, 2, False)),
         ]))
         return groups
@@ -444,6 +446,7 @@ def plan(args):
         ms = [
             (("pt", "ib_send_lat", size), lambda r, p, s=size: perftest(r, p, "ib_send_lat", s, LAT_ITERS)),
             (("udp", "busy", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s)),
+            (("udp", "busy_acked", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s, acked=True)),
             (("sockperf", "pp", size), lambda r, p, u=udp: sockperf(r, p, "pp", u)),
             (("pt", "ib_write_lat", size), lambda r, p, s=size: perftest(r, p, "ib_write_lat", s, LAT_ITERS)),
             (("udp", "sleep", size), lambda r, p, s=size: udp_pingpong(r, p, "sleep", s)),
@@ -577,13 +580,16 @@ def latency_rows(path, size, keys, get):
     rows = []
     label, udp = size_label(size), min(size, UDP_MAX)
 
-    def both(name, key, base, base_name, target, second, second_name):
+    def both(name, key, base, base_name, target, second, second_name, floor=None):
         if key not in keys:
             return
         ours = get(path, key)
         rows.append(Row(path, name, "us", ours, base, base_name, False, target, size))
         if second is not None:
             rows.append(Row(path, f"{name}, 2nd baseline", "us", ours, second, second_name, False, None, size))
+        if floor is not None:
+            rows.append(Row(path, f"{name}, ACK floor", "us", ours, floor, f"UDP busy-poll one way {udp} B + ACK",
+                            False, None, size))
         rows.append(Row(path, f"{name} t_avg", "us", get(path, key, "avg"), ours, "its t_typical", False, LAT_TARGET,
                         size))
 
@@ -594,7 +600,8 @@ def latency_rows(path, size, keys, get):
     both(f"ib_send_lat {label}", ("pt", "ib_send_lat", size), get(path, ("udp", "busy", size)),
          f"UDP busy-poll one way {udp} B", busy_target,
          get(path, ("sockperf", "pp", size)) if ("sockperf", "pp", size) in keys else None,
-         f"sockperf pp UDP {min(max(size, SOCKPERF_MIN), UDP_MAX)} B")
+         f"sockperf pp UDP {min(max(size, SOCKPERF_MIN), UDP_MAX)} B",
+         get(path, ("udp", "busy_acked", size)) if ("udp", "busy_acked", size) in keys else None)
     both(f"ib_write_lat {label}", ("pt", "ib_write_lat", size), get(path, ("udp", "sleep", size)),
          f"UDP sleeping one way {udp} B", LAT_TARGET,
          get(path, ("qperf", "udp_lat", size)) if ("qperf", "udp_lat", size) in keys else None,
@@ -609,6 +616,10 @@ def latency_rows(path, size, keys, get):
                             get(path, ("rc_pp", mode, size)), get(path, ("udp", base, size), "rtt"),
                             f"UDP {'busy-poll' if base == 'busy' else 'sleeping'} round trip {udp} B", False,
                             busy_target, size))
+    if ("rc_pp", "poll", size) in keys and ("udp", "busy_acked", size) in keys:
+        rows.append(Row(path, f"ibv_rc_pingpong {label} (round trip, mean), ACK floor", "us",
+                        get(path, ("rc_pp", "poll", size)), get(path, ("udp", "busy_acked", size), "rtt"),
+                        f"UDP busy-poll round trip {udp} B + ACK", False, None, size))
     for mode in ("busy", "sleep"):
         if ("udp", mode, size) in keys:
             rows.append(Row(path, f"UDP {'busy-poll' if mode == 'busy' else 'sleeping'} {label} t_avg", "us",

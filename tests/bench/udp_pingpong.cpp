@@ -2,10 +2,12 @@
 // scripts/bench.sh (docs/benchmarks.md): a ping-pong whose two ends either busy-poll
 // (non-blocking socket, spin on recv, as perftest spins on its CQ) or sleep in a blocking recv
 // (as a program sleeping on a completion channel, or perftest's WRITE responder that only the
-// device's own thread can serve); and a busy-polling stream for bandwidth.
+// device's own thread can serve); and a busy-polling stream for bandwidth. With --acked each
+// message travels with a second, ACK-sized datagram, as a reliable connection's SEND and the
+// ACK of the peer's last one do: the kernel's floor for that exchange.
 //
-//   udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--stream]
-//   udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--stream [-t SECONDS]]
+//   udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--stream]
+//   udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--acked] [--stream [-t SECONDS]]
 //
 // The server serves one client and exits. The client prints one result line of key=value pairs
 // (one_way_typical_us, one_way_avg_us, rtt_typical_us, rtt_avg_us... or mb_per_s, msg_per_s).
@@ -14,9 +16,11 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -33,16 +37,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kUdpMax = 65507;         // the largest UDP payload over IPv4
+constexpr std::size_t kAckBytes = 20;          // a RoCE ACK's UDP payload: BTH, AETH, ICRC
 constexpr int kWarmup = 100;                   // round trips not measured, as perftest's
 constexpr std::chrono::seconds kPatience{10};  // the longest wait for the peer's next datagram
 constexpr char kUsage[] =
-    "usage: udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--stream]\n"
-    "       udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--stream [-t SECONDS]]\n"
+    "usage: udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--stream]\n"
+    "       udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--acked]\n"
+    "                    [--stream [-t SECONDS]]\n"
     "\n"
     "A UDP ping-pong (or, with --stream, a one-way stream) between a server and a client, the\n"
     "kernel's baseline of the same shape as perftest's tests:\n"
     "  --mode busy   non-blocking socket, both ends spin on recv (perftest polling its CQ)\n"
     "  --mode sleep  blocking recv, both ends sleep until a datagram wakes them (default busy)\n"
+    "  --acked       ping-pong: each message leaves with a 20-byte datagram in one sendmmsg,\n"
+    "                and each end waits for both (an RC SEND and the ACK of the peer's last);\n"
+    "                give it to both ends\n"
     "  -s BYTES      datagram payload, 1..65507 (default 2); above the path's MTU the kernel\n"
     "                fragments each datagram into IP fragments\n"
     "  -n ITERS      measured round trips (default 10000), after 100 unmeasured ones\n"
@@ -64,7 +73,7 @@ constexpr char kUsage[] =
 }
 
 struct Options {
-  bool server = false, busy = true, stream = false;
+  bool server = false, busy = true, stream = false, acked = false;
   std::string addr;
   std::string port = "18515";
   std::size_t size = 2;
@@ -111,6 +120,8 @@ Options parse(int argc, char** argv) {
       o.busy = m == "busy";
     } else if (a == "--stream") {
       o.stream = true;
+    } else if (a == "--acked") {
+      o.acked = true;
     } else if (!a.empty() && a[0] != '-' && o.addr.empty()) {
       o.addr = a;
     } else {
@@ -118,6 +129,7 @@ Options parse(int argc, char** argv) {
     }
   }
   if (!o.server && o.addr.empty()) usage_error("give the server's address, or --server");
+  if (o.acked && o.stream) usage_error("--acked is for the ping-pong, not --stream");
   return o;
 }
 
@@ -158,10 +170,58 @@ ssize_t receive(int fd, std::vector<char>& buffer) {
   }
 }
 
+// A message and, with --acked, the datagram behind it (one recvmmsg takes both when both are
+// there, as the engine's receive does); the message's size. The end marker comes alone.
+ssize_t receive_message(int fd, std::vector<char>& buffer, bool acked) {
+  if (!acked) return receive(fd, buffer);
+  std::array<char, kAckBytes + 1> ack{};
+  std::array<iovec, 2> iov{{{buffer.data(), buffer.size()}, {ack.data(), ack.size()}}};
+  std::array<mmsghdr, 2> m{};
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    m[i].msg_hdr.msg_iov = &iov[i];
+    m[i].msg_hdr.msg_iovlen = 1;
+  }
+  const Clock::time_point give_up = Clock::now() + kPatience;
+  for (unsigned got = 0; got < m.size();) {
+    const int n = recvmmsg(fd, &m[got], static_cast<unsigned>(m.size()) - got, MSG_WAITFORONE, nullptr);
+    if (n > 0) {
+      got += static_cast<unsigned>(n);
+      if (m[0].msg_len == 0) return 0;
+      continue;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      fail(std::string("recvmmsg: ") + std::strerror(errno));
+    if (Clock::now() > give_up) fail("no datagram from the peer in 10 s");
+  }
+  return static_cast<ssize_t>(m[0].msg_len);
+}
+
+bool may_retry(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ENOBUFS; }
+
 void send_all(int fd, const char* data, std::size_t size) {
   while (send(fd, data, size, 0) < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ENOBUFS) continue;
-    fail(std::string("send: ") + std::strerror(errno));
+    if (!may_retry(errno)) fail(std::string("send: ") + std::strerror(errno));
+  }
+}
+
+// A message and, with --acked, the ACK-sized datagram behind it, in one system call as the
+// engine sends a SEND with the ACK it held for it. The end marker (empty) leaves alone.
+void send_message(int fd, const char* data, std::size_t size, bool acked) {
+  if (!acked || size == 0) return send_all(fd, data, size);
+  static const std::array<char, kAckBytes> ack{};
+  std::array<iovec, 2> iov{{{const_cast<char*>(data), size}, {const_cast<char*>(ack.data()), ack.size()}}};
+  std::array<mmsghdr, 2> m{};
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    m[i].msg_hdr.msg_iov = &iov[i];
+    m[i].msg_hdr.msg_iovlen = 1;
+  }
+  for (unsigned sent = 0; sent < m.size();) {
+    const int n = sendmmsg(fd, &m[sent], static_cast<unsigned>(m.size()) - sent, 0);
+    if (n > 0) {
+      sent += static_cast<unsigned>(n);
+    } else if (!may_retry(errno)) {
+      fail(std::string("sendmmsg: ") + std::strerror(errno));
+    }
   }
 }
 
@@ -190,10 +250,14 @@ int serve(const Options& o) {
   if (connect(fd, reinterpret_cast<sockaddr*>(&peer), peer_len) != 0)
     fail(std::string("connect: ") + std::strerror(errno));
   if (!o.stream) {
+    if (o.acked && n > 0) {  // the first message's own datagram behind it
+      std::vector<char> ack(kAckBytes + 1);
+      receive(fd, ack);
+    }
     for (;;) {  // echo until the client's empty datagram, which is echoed too
-      send_all(fd, buffer.data(), static_cast<std::size_t>(n));
+      send_message(fd, buffer.data(), static_cast<std::size_t>(n), o.acked);
       if (n == 0) return 0;
-      n = receive(fd, buffer);
+      n = receive_message(fd, buffer, o.acked);
     }
   }
   StreamReport report{0, 0, 0};
@@ -216,8 +280,8 @@ void ping_pong(int fd, const Options& o) {
   rtt_us.reserve(static_cast<std::size_t>(o.iters));
   for (long i = 0; i < kWarmup + o.iters; ++i) {
     const Clock::time_point start = Clock::now();
-    send_all(fd, message.data(), message.size());
-    const ssize_t n = receive(fd, buffer);
+    send_message(fd, message.data(), message.size(), o.acked);
+    const ssize_t n = receive_message(fd, buffer, o.acked);
     const Clock::time_point end = Clock::now();
     if (static_cast<std::size_t>(n) != o.size)
       fail("the server answered " + std::to_string(n) + " bytes to " + std::to_string(o.size));
@@ -228,10 +292,11 @@ void ping_pong(int fd, const Options& o) {
   const double mean = std::accumulate(rtt_us.begin(), rtt_us.end(), 0.0) / static_cast<double>(rtt_us.size());
   std::sort(rtt_us.begin(), rtt_us.end());
   const double median = percentile(rtt_us, 0.5);
-  std::printf("udp_pingpong mode=%s size=%zu iters=%ld one_way_typical_us=%.2f one_way_avg_us=%.2f rtt_typical_us=%.2f "
+  std::printf("udp_pingpong mode=%s acked=%d size=%zu iters=%ld one_way_typical_us=%.2f one_way_avg_us=%.2f "
+              "rtt_typical_us=%.2f "
               "rtt_avg_us=%.2f rtt_p99_us=%.2f rtt_max_us=%.2f\n",
-              o.busy ? "busy" : "sleep", o.size, o.iters, median / 2, mean / 2, median, mean, percentile(rtt_us, 0.99),
-              rtt_us.back());
+              o.busy ? "busy" : "sleep", o.acked ? 1 : 0, o.size, o.iters, median / 2, mean / 2, median, mean,
+              percentile(rtt_us, 0.99), rtt_us.back());
 }
 
 void stream(int fd, const Options& o) {
