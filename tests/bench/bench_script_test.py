@@ -4,8 +4,8 @@ one-line usage error, its parsers of every program's output (perftest's bw and l
 ibv_rc_pingpong's usec/iter, udp_pingpong's ping-pong and stream lines), and its --smoke mode
 (one tiny repetition of ib_write_bw 64 KiB over softrdma, on srdma0 and with -R on srdmaiw0,
 against qperf tcp_bw, and of ib_send_lat and ibv_rc_pingpong 2 B against the busy-polling UDP
-ping-pong, alone and with an ACK-sized datagram behind each message, on loopback, and a 2 s idle device) end to end, within 20 s, with a table, a CSV
-holding the figures and a PNG.
+ping-pong, alone and with an ACK-sized datagram behind each message, on loopback, and a 2 s
+idle device) end to end, within 20 s, with a table, a CSV holding the figures and a PNG.
 
 usage: bench_script_test.py BENCH_SH SOFTRDMA
 Exit 77 (ctest's skip) when a program the suite runs is not installed.

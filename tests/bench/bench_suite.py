@@ -580,7 +580,7 @@ def latency_rows(path, size, keys, get):
     rows = []
     label, udp = size_label(size), min(size, UDP_MAX)
 
-    def both(name, key, base, base_name, target, second, second_name, floor=None):
+    def both(name, key, base, base_name, target, second, second_name, floor=None, floor_name=None):
         if key not in keys:
             return
         ours = get(path, key)
@@ -588,8 +588,7 @@ def latency_rows(path, size, keys, get):
         if second is not None:
             rows.append(Row(path, f"{name}, 2nd baseline", "us", ours, second, second_name, False, None, size))
         if floor is not None:
-            rows.append(Row(path, f"{name}, ACK floor", "us", ours, floor, f"UDP busy-poll one way {udp} B + ACK",
-                            False, None, size))
+            rows.append(Row(path, f"{name}, ACK floor", "us", ours, floor, floor_name, False, None, size))
         rows.append(Row(path, f"{name} t_avg", "us", get(path, key, "avg"), ours, "its t_typical", False, LAT_TARGET,
                         size))
 
@@ -601,7 +600,8 @@ def latency_rows(path, size, keys, get):
          f"UDP busy-poll one way {udp} B", busy_target,
          get(path, ("sockperf", "pp", size)) if ("sockperf", "pp", size) in keys else None,
          f"sockperf pp UDP {min(max(size, SOCKPERF_MIN), UDP_MAX)} B",
-         get(path, ("udp", "busy_acked", size)) if ("udp", "busy_acked", size) in keys else None)
+         get(path, ("udp", "busy_acked", size)) if ("udp", "busy_acked", size) in keys else None,
+         f"UDP busy-poll one way {udp} B + ACK")
     both(f"ib_write_lat {label}", ("pt", "ib_write_lat", size), get(path, ("udp", "sleep", size)),
          f"UDP sleeping one way {udp} B", LAT_TARGET,
          get(path, ("qperf", "udp_lat", size)) if ("qperf", "udp_lat", size) in keys else None,

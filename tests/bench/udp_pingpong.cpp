@@ -170,17 +170,24 @@ ssize_t receive(int fd, std::vector<char>& buffer) {
   }
 }
 
+// The two headers of a message and its ACK-sized datagram, one buffer each, for sendmmsg or
+// recvmmsg.
+std::array<mmsghdr, 2> headers_of(std::array<iovec, 2>& iov) {
+  std::array<mmsghdr, 2> m{};
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    m[i].msg_hdr.msg_iov = &iov[i];
+    m[i].msg_hdr.msg_iovlen = 1;
+  }
+  return m;
+}
+
 // A message and, with --acked, the datagram behind it (one recvmmsg takes both when both are
 // there, as the engine's receive does); the message's size. The end marker comes alone.
 ssize_t receive_message(int fd, std::vector<char>& buffer, bool acked) {
   if (!acked) return receive(fd, buffer);
   std::array<char, kAckBytes + 1> ack{};
   std::array<iovec, 2> iov{{{buffer.data(), buffer.size()}, {ack.data(), ack.size()}}};
-  std::array<mmsghdr, 2> m{};
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    m[i].msg_hdr.msg_iov = &iov[i];
-    m[i].msg_hdr.msg_iovlen = 1;
-  }
+  std::array<mmsghdr, 2> m = headers_of(iov);
   const Clock::time_point give_up = Clock::now() + kPatience;
   for (unsigned got = 0; got < m.size();) {
     const int n = recvmmsg(fd, &m[got], static_cast<unsigned>(m.size()) - got, MSG_WAITFORONE, nullptr);
@@ -210,11 +217,7 @@ void send_message(int fd, const char* data, std::size_t size, bool acked) {
   if (!acked || size == 0) return send_all(fd, data, size);
   static const std::array<char, kAckBytes> ack{};
   std::array<iovec, 2> iov{{{const_cast<char*>(data), size}, {const_cast<char*>(ack.data()), ack.size()}}};
-  std::array<mmsghdr, 2> m{};
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    m[i].msg_hdr.msg_iov = &iov[i];
-    m[i].msg_hdr.msg_iovlen = 1;
-  }
+  std::array<mmsghdr, 2> m = headers_of(iov);
   for (unsigned sent = 0; sent < m.size();) {
     const int n = sendmmsg(fd, &m[sent], static_cast<unsigned>(m.size()) - sent, 0);
     if (n > 0) {
@@ -293,8 +296,7 @@ void ping_pong(int fd, const Options& o) {
   std::sort(rtt_us.begin(), rtt_us.end());
   const double median = percentile(rtt_us, 0.5);
   std::printf("udp_pingpong mode=%s acked=%d size=%zu iters=%ld one_way_typical_us=%.2f one_way_avg_us=%.2f "
-              "rtt_typical_us=%.2f "
-              "rtt_avg_us=%.2f rtt_p99_us=%.2f rtt_max_us=%.2f\n",
+              "rtt_typical_us=%.2f rtt_avg_us=%.2f rtt_p99_us=%.2f rtt_max_us=%.2f\n",
               o.busy ? "busy" : "sleep", o.acked ? 1 : 0, o.size, o.iters, median / 2, mean / 2, median, mean,
               percentile(rtt_us, 0.99), rtt_us.back());
 }
