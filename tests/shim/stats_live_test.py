@@ -123,11 +123,13 @@ def long_pair_then_kill(work):
         while time.monotonic() < until:
             _, found, _ = reports()
             first = by_pid(found)
-            if len(first) == 2 and all(len(r["qps"]) == 1 and r["qps"][0]["state"] == "RTS" for r in first.values()):
+            # RTS comes before the first packet: the server answers only once the client's SEND arrives.
+            if len(first) == 2 and all(len(r["qps"]) == 1 and r["qps"][0]["state"] == "RTS"
+                                       and r["counters"]["sent_pkts"] > 0 for r in first.values()):
                 break
             time.sleep(0.1)
         ok = pairs.check(set(first) == {server.pid, c.pid} and all(r["qps"][0]["state"] == "RTS" for r in first.values()),
-                         "both programs are listed with their QP in RTS", json.dumps(list(first.values()))[:2000])
+                         "both programs are listed with their QP in RTS, each has sent", json.dumps(list(first.values()))[:2000])
         if not ok:
             return
         s_qp, c_qp = first[server.pid]["qps"][0], first[c.pid]["qps"][0]
