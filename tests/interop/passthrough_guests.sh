@@ -42,8 +42,8 @@
 #   e.ucmatose     ucmatose / ucmatose -s 10.99.0.3: the server listens on the wildcard, which
 #                  goes to the kernel's rdma_cm (srdma0 cannot start in the guest's namespace)
 #   e.send_bw_R    ib_send_bw -R -d rxe0: perftest connected by rdma_cm
-#   f.pyverbs      rdma-core's Python suite, core category, on rxe0 in guest A: the same counts of
-#                  ok/skipped/FAIL/ERROR as on rdma-core alone (see case_pyverbs)
+#   f.pyverbs      rdma-core's Python suite, core category, on rxe0 in guest A: the same outcome
+#                  (ok/skipped/FAIL/ERROR) per test as on rdma-core alone (see case_pyverbs)
 # Results: OUT/results.md (case, launch, expected, result, detail) and per case the guests'
 # stdout/stderr/LD_DEBUG logs in OUT/LAUNCH (OUT/plain: the Python suite on rdma-core alone).
 #
@@ -345,8 +345,9 @@ case_stage() {
 
 # f. rdma-core's Python suite (Debian's python3-pyverbs, the `core` category of
 # tests/shim/rdma-core-tests-inventory.tsv: 100 tests) on rxe0 in guest A, once on rdma-core
-# alone and once per launch under softrdma; the counts of ok/skipped/FAIL/ERROR must be the
-# same. The guest has no Python: the host's /usr/bin/python3.11, its standard library (without
+# alone and once per launch under softrdma; each test must end the same way (ok/skipped/FAIL/
+# ERROR) in both, or, where rxe itself is flaky, the two must meet in a recheck (py_recheck).
+# The guest has no Python: the host's /usr/bin/python3.11, its standard library (without
 # test/, idlelib/, tkinter/ ...), pyverbs and the suite (its .gz files unpacked) go to /share/py,
 # with the shared libraries the guest lacks in /share/py/deps (after softrdma's on
 # LD_LIBRARY_PATH). Python finds its library from its own path (/share/py/usr).
@@ -377,9 +378,10 @@ stage_python() {
 	awk -F'\t' '$2 == "core" {print $1}' "$inventory" >"$P/core.ids"
 	PY_OK=0
 }
-# py_suite LAUNCH|plain NAME: runs the suite in guest A, its output in $HLOG/NAME.log
+# py_suite LAUNCH|plain NAME [TEST IDS]: runs the suite (or those tests) in guest A, its output
+# in $HLOG/NAME.log
 py_suite() {
-	local run="/share/py/usr/bin/python3 tests/run_tests.py -v --dev rxe0 --port 1 \$(cat core.ids)"
+	local run="/share/py/usr/bin/python3 tests/run_tests.py -v --dev rxe0 --port 1 ${3:-\$(cat core.ids)}"
 	if [[ $1 == plain ]]; then
 		run="env LD_LIBRARY_PATH=/share/py/deps $run"
 	else
@@ -427,12 +429,42 @@ case_pyverbs() {
 	n=$(wc -l <"$HLOG/$name.outcomes")
 	total=$(wc -l <"$SHARE/py/core.ids")
 	((n == total)) || want "$n outcomes of $total tests ($(grep -m1 -E '^(Traceback|rc=|timeout:)' "$HLOG/$name.log"))"
-	[[ $ours == "$PY_BASE" ]] || want "counts differ: rdma-core alone $PY_BASE, under softrdma $ours"
-	diff "$OUT/plain/f.pyverbs.outcomes" "$HLOG/$name.outcomes" >"$HLOG/$name.diff"
-	local differ
-	differ=$(grep '^>' "$HLOG/$name.diff" | sed 's/^> //; s/ /=/' | head -4 | tr '\n' ' ')
-	[[ -s $HLOG/$name.diff ]] && want "differing tests (softrdma's outcome): $differ"
-	finish "$name" "$l" "pass" "rdma-core alone: $PY_BASE; softrdma: $ours; $((SECONDS - t)) s"
+	local differ still flaky=""
+	differ=$(comm -3 <(sort "$HLOG/$name.outcomes") <(sort "$OUT/plain/f.pyverbs.outcomes") | awk '{print $1}' | sort -u)
+	if [[ -n $differ ]]; then
+		still=$(py_recheck "$l" "$name" $differ)
+		[[ -n $still ]] && want "differing tests (softrdma's outcome): $(echo $still | head -c 150)"
+		flaky=$(py_flaky_names "$HLOG/$name.recheck")
+	fi
+	finish "$name" "$l" "pass" "rdma-core alone: $PY_BASE; softrdma: $ours${flaky:+; flaky on both: $flaky}; $((SECONDS - t)) s"
+}
+
+# Each test whose outcome differed runs twice more in each mode. The difference stands only when
+# the outcomes never meet: rxe's test_resize_cq ends FAIL now and then on rdma-core alone too.
+py_recheck() { # py_recheck LAUNCH NAME TEST...: prints "TEST=OUTCOMES" of those that still differ
+	local l=$1 name=$2 k t ids=() plain_runs=("$OUT/plain/f.pyverbs.outcomes") our_runs=("$HLOG/$name.outcomes")
+	shift 2
+	for t in "$@"; do ids+=("$(grep -m1 "\\.$t\$" "$SHARE/py/core.ids")"); done
+	for k in 1 2; do
+		py_suite plain "$name.plain$k" "${ids[*]}"
+		py_outcomes "$HLOG/$name.plain$k.log" >"$HLOG/$name.plain$k.outcomes"
+		plain_runs+=("$HLOG/$name.plain$k.outcomes")
+		py_suite "$l" "$name.again$k" "${ids[*]}"
+		py_outcomes "$HLOG/$name.again$k.log" >"$HLOG/$name.again$k.outcomes"
+		our_runs+=("$HLOG/$name.again$k.outcomes")
+	done
+	: >"$HLOG/$name.recheck"
+	for t in "$@"; do
+		local alone ours
+		alone=$(awk -v t="$t" '$1 == t {print $2}' "${plain_runs[@]}" | sort -u | paste -sd/)
+		ours=$(awk -v t="$t" '$1 == t {print $2}' "${our_runs[@]}" | sort -u | paste -sd/)
+		echo "$t alone=$alone softrdma=$ours" >>"$HLOG/$name.recheck"
+		comm -12 <(tr / '\n' <<<"$alone") <(tr / '\n' <<<"$ours") | grep -q . || echo "$t=$ours"
+	done
+}
+py_flaky_names() { # the rechecked tests whose outcomes met: "NAME (alone OUTCOMES, softrdma OUTCOMES)"
+	awk '{split($2, a, "="); split($3, o, "="); n = split(a[2], x, "/"); m = split(o[2], y, "/")
+		for (i = 1; i <= n; i++) for (j = 1; j <= m; j++) if (x[i] == y[j]) { printf "%s%s (alone %s, softrdma %s)", sep, $1, a[2], o[2]; sep = ", "; next } }' "$1"
 }
 
 IFS=, read -ra launches <<<"$LAUNCH"
