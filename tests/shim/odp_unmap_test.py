@@ -6,7 +6,8 @@ usage: odp_unmap_test.py SOFTRDMA [--daemon SOFTRDMAD]
 
 One pyverbs process with two RC QPs connected to each other on srdma0 (embedded, or with
 --daemon on a softrdmad of its own). An on-demand MR over an mmap'ed buffer carries a checked
-RDMA WRITE and READ first; then the buffer is unmapped and
+RDMA WRITE and READ first; then the buffer is unmapped (its range held by an inaccessible
+reservation, so that nothing else is mapped there) and
   - a SEND gathering from it completes with IBV_WC_LOC_PROT_ERR on the sender;
   - on a fresh pair, an RDMA WRITE into it completes with IBV_WC_REM_ACCESS_ERR;
   - on a fresh pair, an RDMA READ from it completes with IBV_WC_REM_ACCESS_ERR;
@@ -34,6 +35,7 @@ def inside():
     from pyverbs.cq import CQ
     from pyverbs.device import Context
     from pyverbs.mem_alloc import MAP_ANONYMOUS_, MAP_PRIVATE_, mmap, munmap
+    PROT_NONE, MAP_FIXED_NOREPLACE = 0, 0x100000  # <sys/mman.h>
     from pyverbs.mr import MR
     from pyverbs.pd import PD
     from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
@@ -99,7 +101,11 @@ def inside():
     check(wrote, "an RDMA WRITE between two on-demand MRs lands intact", f"status {wc and wc.status}")
 
     # The destination's memory goes away: each operation that touches it fails, the process lives.
+    # An inaccessible reservation then holds the range: the next pair's rings or buffers would
+    # otherwise be mapped there, and an on-demand MR follows the address space to them.
     munmap(addr_b, SIZE)
+    held = mmap(addr=addr_b, length=SIZE, prot=PROT_NONE, flags=MAP_ANONYMOUS_ | MAP_PRIVATE_ | MAP_FIXED_NOREPLACE)
+    check(held == addr_b, "the unmapped range stays free of other mappings (a PROT_NONE reservation)", hex(held))
     send = SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr_b.buf, PAGE, mr_b.lkey)], send_flags=e.IBV_SEND_SIGNALED)
     qps[1].post_recv(RecvWR(num_sge=1, sg=[SGE(mr_a.buf, PAGE, mr_a.lkey)]))
     qps[1].post_send(send)
@@ -124,6 +130,7 @@ def inside():
     wrote, wc = write_read_roundtrip(cq, qps, mr_a, mr_c)
     check(wrote, "afterwards a new pair and on-demand MR move data again", f"status {wc and wc.status}")
     mr_b.close()
+    munmap(addr_b, SIZE)
     munmap(addr_a, SIZE)  # after the MRs: their memory was the application's
     return finish()
 
