@@ -268,14 +268,17 @@ void EmbeddedHost::after_call(std::unique_lock<SpinningMutex>& lock, core::Time 
   // A poll's answers wait for the next post even outside a lease: the application is polling.
   const bool held = sending == Sending::with_next_post || (sending == Sending::at_next_poll && in_lease);
   const bool more = !held && transmit(now).more;
-  collect_events();
-  core::Time deadline = next_wakeup();
-  if (held && device_.may_transmit()) {
+  // A poll's answers are built now, to wait in tx_queue_: every received packet wakes its QP,
+  // an ACK too, and a wait noted for a QP with nothing to send would age until a progress
+  // step's answers left alone at once (ib_write_lat's peer then had its ACK before the WRITE).
+  if (held && (sending == Sending::with_next_post ? stage(now) : device_.may_transmit())) {
     // Their wait counts from after the receive that queued them, however long it took.
     keep_unsent(steady_now(), sending == Sending::at_next_poll);
-    // If no poll or post comes first, the progress thread sends them.
-    deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
   }
+  collect_events();
+  core::Time deadline = next_wakeup();
+  // If no poll or post comes first, the progress thread sends them.
+  if (held && unsent_.any) deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
   deadline_.store(deadline);
   aim_timer(now, deadline);
   lock.unlock();
@@ -512,15 +515,7 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now, Answers answers) {
   Sent sent;
   if (faults_) faults_->release(now, tx_queue_);
   while (sent.packets < kTransmitPerStep) {
-    while (tx_queue_.size() < kTransmitBurst) {
-      std::optional<core::TxPacket> p = device_.transmit(now);
-      if (!p) break;
-      if (faults_) {
-        faults_->send(now, std::move(*p), tx_queue_);
-      } else {
-        tx_queue_.push_back(std::move(*p));
-      }
-    }
+    stage(now);
     answers_last(tx_queue_);
     const std::size_t looped = loop_back(now);
     sent.packets += looped;  // work, and bounded per step like the rest
@@ -544,6 +539,19 @@ EmbeddedHost::Sent EmbeddedHost::transmit(core::Time now, Answers answers) {
   // Reaching the per-step bound leaves the rest to the next step.
   sent.more = !tx_queue_.empty() || sent.packets >= kTransmitPerStep;
   return sent;
+}
+
+bool EmbeddedHost::stage(core::Time now) {
+  while (tx_queue_.size() < kTransmitBurst) {
+    std::optional<core::TxPacket> p = device_.transmit(now);
+    if (!p) break;
+    if (faults_) {
+      faults_->send(now, std::move(*p), tx_queue_);
+    } else {
+      tx_queue_.push_back(std::move(*p));
+    }
+  }
+  return !tx_queue_.empty();
 }
 
 std::size_t EmbeddedHost::loop_back(core::Time now) {

@@ -194,6 +194,9 @@ class EmbeddedHost {
   bool answers_may_wait(core::Time now, std::size_t received) const;
   // Notes that packets wait (in the engine or tx_queue_) for a poll or post, from `since`.
   void keep_unsent(core::Time since, bool posts);
+  // Builds the engine's next packets (a burst at most, through the fault stage) into
+  // tx_queue_ without sending them; whether any wait there.
+  bool stage(core::Time now);
   // Delivers tx_queue_'s packets to our own address and takes them out of it; how many.
   std::size_t loop_back(core::Time now);
   void collect_events();
