@@ -61,6 +61,14 @@ constexpr core::Time kSteadyLeaseMost = 8 * kSteadyLeaseFirst;
 // preempt the spinner and waits for a tick (4 ms at HZ=250; perf sched showed these delays).
 constexpr core::Time kNoSpinAfterLease = 1'000'000;  // ns
 
+// A post that comes less than kPostBurstGap after the last one returned is part of a burst:
+// its packets wait, as a poll's posts do in a lease, until a burst's worth (kTransmitBurst)
+// can leave in one sendmmsg, the application polls or makes another call, or kBurstHold has
+// passed. One system call per post held ib_send_bw 64 B to one message per sendmmsg; the
+// first post after a pause still leaves at once, so a lone post's latency does not change.
+constexpr core::Time kPostBurstGap = 2'000;  // ns
+constexpr core::Time kBurstHold = 10'000;    // ns
+
 constexpr core::Time kNever = ~core::Time{0};
 
 // The earlier of a deadline (0: none) and `t`.
@@ -266,19 +274,23 @@ void EmbeddedHost::after_call(std::unique_lock<SpinningMutex>& lock, core::Time 
   const core::Time lease_end = app_polls_until_.load(std::memory_order_relaxed);
   const bool in_lease = now < lease_end;
   // A poll's answers wait for the next post even outside a lease: the application is polling.
-  const bool held = sending == Sending::with_next_post || (sending == Sending::at_next_poll && in_lease);
+  // A burst's packets are built now, to count them; a burst's worth leaves at once.
+  const bool burst_waits = sending == Sending::in_burst && !in_lease && stage(now) && tx_queue_.size() < kTransmitBurst;
+  const bool held = sending == Sending::with_next_post || burst_waits ||
+                    ((sending == Sending::at_next_poll || sending == Sending::in_burst) && in_lease);
   const bool more = !held && transmit(now).more;
   // A poll's answers are built now, to wait in tx_queue_: every received packet wakes its QP,
   // an ACK too, and a wait noted for a QP with nothing to send would age until a progress
   // step's answers left alone at once (ib_write_lat's peer then had its ACK before the WRITE).
-  if (held && (sending == Sending::with_next_post ? stage(now) : device_.may_transmit())) {
+  if (held && (sending == Sending::with_next_post ? stage(now) : device_.may_transmit() || !tx_queue_.empty())) {
     // Their wait counts from after the receive that queued them, however long it took.
-    keep_unsent(steady_now(), sending == Sending::at_next_poll);
+    keep_unsent(steady_now(), sending != Sending::with_next_post);
   }
   collect_events();
   core::Time deadline = next_wakeup();
   // If no poll or post comes first, the progress thread sends them.
-  if (held && unsent_.any) deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + kBusyPollLease);
+  if (held && unsent_.any)
+    deadline = earliest(deadline, in_lease ? lease_end : unsent_.since + (burst_waits ? kBurstHold : kBusyPollLease));
   deadline_.store(deadline);
   aim_timer(now, deadline);
   lock.unlock();
@@ -331,6 +343,11 @@ void EmbeddedHost::note_poll(core::Time now) {
     const core::Time lease = steady ? steady_lease_.load(std::memory_order_relaxed) : kBusyPollLease;
     app_polls_until_.store(now + lease, std::memory_order_relaxed);
   }
+}
+
+bool EmbeddedHost::follows_post(core::Time now) const {
+  const core::Time last = last_post_end_.load(std::memory_order_relaxed);
+  return last != 0 && now - last < kPostBurstGap;
 }
 
 void EmbeddedHost::lengthen_steady_lease(bool renewed) {

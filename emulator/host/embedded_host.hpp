@@ -208,13 +208,18 @@ class EmbeddedHost {
   // packets are left to send. at_next_poll (post()): while the application busy-polls, what the
   // call queued waits for its next poll_cq(), and the progress thread sends it at the lease's
   // end if no poll came first. with_next_post (a poll's receive): as at_next_poll, but polls
-  // that find completions let it wait on for a while (poll_cq).
-  enum class Sending { now, at_next_poll, with_next_post };
+  // that find completions let it wait on for a while (poll_cq). in_burst (a post that follows
+  // the last one at once): as at_next_poll, and outside a lease too until a GSO burst's worth
+  // waits, for kBurstHold at most.
+  enum class Sending { now, at_next_poll, with_next_post, in_burst };
   void after_call(std::unique_lock<SpinningMutex>& lock, core::Time now, Sending sending);
   // Sets the doorbell's timer for `deadline` (0: none) if the progress thread sleeps past it,
   // and cancels one set for an earlier deadline. The lock is held.
   void aim_timer(core::Time now, core::Time deadline);
   void note_poll(core::Time now);
+  // Whether a post at `now` comes at once after the last one returned: the application posts a
+  // burst (ib_send_bw between its polls), whose packets may leave together.
+  bool follows_post(core::Time now) const;
   // The lock, for a verbs call or a progress step at `now`: spun for unless the application
   // armed a CQ within kSteadyPolling (it sleeps on completion events).
   std::unique_lock<SpinningMutex> lock_for_call(core::Time now);
@@ -268,8 +273,9 @@ class EmbeddedHost {
   std::atomic<bool> last_poll_found_{true};  // the last poll_cq() returned completions
   std::atomic<core::Time> last_armed_{0};    // the last req_notify_cq()
   std::atomic<core::Time> app_polls_until_{0};
-  std::atomic<bool> polls_steadily_{false};  // the last lease was a steady one
-  std::atomic<core::Time> steady_lease_{0};  // the next steady lease's length; from kSteadyLeaseFirst
+  std::atomic<bool> polls_steadily_{false};   // the last lease was a steady one
+  std::atomic<core::Time> steady_lease_{0};   // the next steady lease's length; from kSteadyLeaseFirst
+  std::atomic<core::Time> last_post_end_{0};  // when the last post() returned
   std::thread thread_;
 };
 
@@ -295,8 +301,10 @@ auto EmbeddedHost::post(F&& f) -> std::invoke_result_t<F, core::Device&, core::T
   const core::Time now = steady_now();
   auto result = std::forward<F>(f)(device_, now);
   // In a pull, send_pulled() sends, collects and publishes the deadline once for all its posts.
-  if (!pulling_) after_call(lock, now, Sending::at_next_poll);
-  continues_streak(steady_now());  // a pause before a post ends a streak, as one before a poll
+  if (!pulling_) after_call(lock, now, follows_post(now) ? Sending::in_burst : Sending::at_next_poll);
+  const core::Time end = steady_now();
+  continues_streak(end);  // a pause before a post ends a streak, as one before a poll
+  last_post_end_.store(end, std::memory_order_relaxed);
   return result;
 }
 

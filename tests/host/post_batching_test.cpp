@@ -1,9 +1,9 @@
 // EmbeddedHost::post (the shim's ibv_post_send): while the application busy-polls a CQ, posted
-// packets wait for its next poll_cq and leave together; otherwise, and when it stops polling,
-// they leave without it, and before their QP when it is destroyed first. Posts a work source
-// (softrdmad's rings) makes in its pull leave together after it. The ACK a polling receive calls
-// for waits with them, past polls that reap other completions. Counted at the sender's UDP
-// socket, received byte-exact at the peer.
+// packets wait for its next poll_cq and leave together, as do those of posts made back to back;
+// otherwise, and when it stops polling, they leave without it, and before their QP when it is
+// destroyed first. Posts a work source (softrdmad's rings) makes in its pull leave together
+// after it. The ACK a polling receive calls for waits with them, past polls that reap other
+// completions. Counted at the sender's UDP socket, received byte-exact at the peer.
 #include <unistd.h>
 
 #include <algorithm>
@@ -281,6 +281,28 @@ TEST_CASE("a WRITE's ACK waits for the responder's next post and leaves behind i
   CHECK(opcodes.back() == kRcAcknowledge);
   const std::size_t at = static_cast<std::size_t>(round) * kMessage;
   CHECK(std::memcmp(a.buffer.data() + at, b.buffer.data() + at, kMessage) == 0);  // b's last WRITE landed
+}
+
+// perftest's bandwidth loop without its polls: one post() per SEND, back to back. Timed in
+// microseconds (a post must follow the last within the host's burst gap), so uninstrumented.
+TEST_CASE("SENDs posted back to back leave together, the last ones without a poll", "[host][uninstrumented]") {
+  constexpr int kBurst = 32;
+  Batching t("127.83.115", kBurst, 115);
+  for (int round = 0; round < Batching::kRounds; ++round) {
+    const host::HostStats before = t.a.host->stats();
+    const auto first = static_cast<std::uint64_t>(round * kBurst);
+    for (int i = 0; i < kBurst; ++i) post_sends(t.a, t.p.qa, first + static_cast<std::uint64_t>(i), 1);
+    const bool waited = udp_sent(t.a) - before.udp.tx_packets < kBurst;
+    // Nothing polls: what waits leaves when the burst's hold runs out.
+    REQUIRE(eventually([&] { return udp_sent(t.a) - before.udp.tx_packets == kBurst; }, 50ms));
+    const host::HostStats after = t.a.host->stats();
+    t.a.wait(t.a.send_cq, kBurst);
+    if (waited && after.udp.tx_gso_datagrams > before.udp.tx_gso_datagrams) {
+      expect_received(t.a, t.b, first + kBurst, 0);
+      return;
+    }
+  }
+  FAIL("in " << Batching::kRounds << " rounds, no burst of posts left in a GSO datagram");
 }
 
 TEST_CASE("without busy-polling, a posted SEND has left when the post returns", "[host][batching]") {
