@@ -319,7 +319,9 @@ void stream(int fd, const Options& o) {
   for (int attempt = 0;; ++attempt) {
     if (attempt == 500) fail("the server never reported what it received");
     send_all(fd, nullptr, 0);
-    if (recv(fd, &report, sizeof report, 0) == static_cast<ssize_t>(sizeof report)) break;
+    // MSG_TRUNC: the datagram's whole length, so that an echo (a server started without
+    // --stream) is not taken for the report.
+    if (recv(fd, &report, sizeof report, MSG_TRUNC) == static_cast<ssize_t>(sizeof report)) break;
   }
   const double seconds = static_cast<double>(std::max<std::uint64_t>(report.ns, 1)) / 1e9;
   std::printf("udp_pingpong mode=stream size=%zu sent=%llu received=%llu lost=%llu mb_per_s=%.1f msg_per_s=%.0f\n",
