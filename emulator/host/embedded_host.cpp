@@ -64,8 +64,8 @@ constexpr core::Time kNoSpinAfterLease = 1'000'000;  // ns
 // A post that comes less than kPostBurstGap after the last one returned is part of a burst:
 // its packets wait, as a poll's posts do in a lease, until a burst's worth (kTransmitBurst)
 // can leave in one sendmmsg, the application polls or makes another call, or kBurstHold has
-// passed. One system call per post held ib_send_bw 64 B to one message per sendmmsg; the
-// first post after a pause still leaves at once, so a lone post's latency does not change.
+// passed: a system call per post would bound the message rate by the kernel's. The first post
+// after a pause still leaves at once, so a lone post's latency does not change.
 constexpr core::Time kPostBurstGap = 2'000;  // ns
 constexpr core::Time kBurstHold = 10'000;    // ns
 
