@@ -443,11 +443,12 @@ wait_unless_siw_left_unread() { # wait_unless_siw_left_unread PID: PID's status;
 	return $rc
 }
 
-# perftest's server answers the client's closing exchange with a Send; our client exits 0 only
-# after receiving it. A siw server that then reports that Send failed was overtaken by our
-# close while completing it.
-siw_failed_delivered_send() { # siw_failed_delivered_send SIW_LOG OUR_STATUS
-	(($2 == 0)) && grep -q '^exit=1' "$1" && grep -q 'Unable to write from socket/rdma_cm' "$1" &&
+# perftest closes with an exchange of Sends; our side exits 0 only after receiving siw's. When
+# our close (FIN) reaches siw before siw has retired that Send, siw completes it with status 2
+# (local QP operation error), and perftest, server or client, says it could not write.
+siw_failed_delivered_send() { # siw_failed_delivered_send SIW_LOG OUR_STATUS SIW_STATUS
+	(($2 == 0 && $3 != 0)) && grep -q 'Bad wc status 2' "$1" &&
+		grep -Eq 'Unable to write (from|to) socket/rdma_cm' "$1" &&
 		PEER_RACE="siw failed its last Send after we received it, its teardown race"
 	return 0
 }
@@ -481,7 +482,6 @@ run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
 		done
 		guest_server_log "$name" $prog >"$theirs" 2>&1
 		grep -q '^exit=0' "$theirs" || rc_theirs=1
-		siw_failed_delivered_send "$theirs" $rc_ours
 	else
 		timeout 120 ip netns exec "$NS" "${ours_cmd[@]}" >"$ours" 2>&1 &
 		local ours_pid=$!
@@ -492,6 +492,7 @@ run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
 		fi
 		wait "$ours_pid" || rc_ours=$?
 	fi
+	siw_failed_delivered_send "$theirs" $rc_ours $rc_theirs
 	capture_stop "$pcap"
 	((rc_ours == 0)) || why+=("softrdma side exited $rc_ours")
 	((rc_theirs == 0)) || why+=("siw side failed")
