@@ -195,7 +195,34 @@ finish_case() { # finish_case NAME PCAP "PROGRAM CELL" ARROW "LOG DETAILS" [REAS
 	fi
 	packets=$(tcpdump -r "$pcap" -n 2>/dev/null | wc -l)
 	log "$name: $result ($packets packets$details)"
+	ROW_OF[$name]=${#ROWS[@]}
 	ROWS+=("| $program | $arrow | $result | $packets |")
+}
+declare -A ROW_OF TSHARK_JOB
+
+# tshark-validate.sh takes a second or two a capture: each case's runs in the background while
+# the next case runs, and a capture it rejects fails the suite at the end (tshark_verdicts).
+tshark_in_background() { # tshark_in_background NAME PCAP CHECKSUM_SETTING (e.g. TSHARK_UDP_CHECKSUM=FALSE)
+	env "$3" "$SHARED/tools/tshark-validate.sh" "$2" "$OUT" >"$OUT/$1.tshark.log" 2>&1 &
+	TSHARK_JOB[$1]=$!
+}
+tshark_done() { # tshark_done NAME: NAME's validation has ended (before its files are moved)
+	[[ -z ${TSHARK_JOB[$1]:-} ]] || wait "${TSHARK_JOB[$1]}"
+	return 0
+}
+tshark_verdicts() { # a rejected capture fails its case: in the log and in the case's row
+	local name i why="tshark-validate rejected the capture"
+	for name in "${!TSHARK_JOB[@]}"; do
+		wait "${TSHARK_JOB[$name]}" && continue
+		log "$name: FAIL: $why (see $name.tshark.log)"
+		i=${ROW_OF[$name]}
+		if [[ ${ROWS[i]} == *"| pass |"* ]]; then
+			ROWS[i]=${ROWS[i]/"| pass |"/"| FAIL: $why |"}
+			FAILS=$((FAILS + 1))
+		else
+			ROWS[i]=${ROWS[i]/"| FAIL: "/"| FAIL: $why;"}
+		fi
+	done
 }
 # run_case NAME DIRECTION PROGRAM "ARGS" ["SOFTRDMA RUN OPTIONS"]
 #   DIRECTION to-rxe: softrdma is the client, rxe the server; from-rxe: the reverse.
@@ -227,6 +254,7 @@ retried() { # retried FUNCTION NAME ARGS...: FUNCTION NAME ARGS..., again while 
 		fi
 		FAILS=$fails
 		ROWS=("${ROWS[@]:0:rows}")
+		tshark_done "$name"
 		for f in "${CASE_FILES[@]}"; do
 			[[ -e $OUT/$name.$f ]] && mv "$OUT/$name.$f" "$OUT/$name.try$attempt.$f"
 		done
@@ -269,8 +297,7 @@ run_case_once() {
 	((rc_theirs == 0)) || why+=("rxe side failed")
 	grep -q '^0 packets dropped by kernel' "$pcap.tcpdump.log" || why+=("capture incomplete: $(grep -o '[0-9]* packets dropped by kernel' "$pcap.tcpdump.log")")
 	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
-	TSHARK_UDP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
-		why+=("tshark-validate failed")
+	tshark_in_background "$name" "$pcap" TSHARK_UDP_CHECKSUM=FALSE
 	local icrc_err solved ours_on_wire theirs_on_wire rxe_took lost
 	icrc_err=$(json_field "$stats" counters icrc_err)
 	solved=$(json_field "$stats" counters icrc_ipv4_id_solved)
@@ -402,8 +429,7 @@ run_siw_case() { # run_siw_case NAME DIRECTION [--shim | IWARP_RPING OPTION...]
 		((got == pings)) || why+=("$got of $pings pings")
 	fi
 	if [[ $opts == *--crc* ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
-	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
-		why+=("tshark-validate failed")
+	tshark_in_background "$name" "$pcap" TSHARK_TCP_CHECKSUM=FALSE
 	local arrow="softrdma → siw"
 	[[ $dir == from-siw ]] && arrow="siw → softrdma"
 	finish_case "$name" "$pcap" "rping protocol (\`$program${opts:+ $opts}\`)" "$arrow" ", $((SECONDS - t)) s" "${why[@]}"
@@ -502,8 +528,7 @@ run_siw_perftest() { # run_siw_perftest NAME DIRECTION PROGRAM "ARGS" [crc]
 	done
 	"$SOFTRDMA" dump --check "$pcap" >"$OUT/$name.dump.log" 2>&1 || why+=("dump --check failed")
 	if [[ -n $crc ]] && ! grep -q 'mpa_crc_ok=[1-9]' "$OUT/$name.dump.log"; then why+=("no FPDU carried a CRC"); fi
-	TSHARK_TCP_CHECKSUM=FALSE "$SHARED/tools/tshark-validate.sh" "$pcap" "$OUT" >"$OUT/$name.tshark.log" 2>&1 ||
-		why+=("tshark-validate failed")
+	tshark_in_background "$name" "$pcap" TSHARK_TCP_CHECKSUM=FALSE
 	local arrow="softrdma → siw"
 	[[ $dir == from-siw ]] && arrow="siw → softrdma"
 	finish_case "$name" "$pcap" "\`$prog -R $args\`${crc:+ (MPA CRCs asked for by softrdma)}" "$arrow" \
@@ -518,6 +543,7 @@ for dir in to-siw from-siw; do
 	done
 done
 
+tshark_verdicts
 {
 	echo "| program | direction | result | packets |"
 	echo "|---|---|---|---|"
