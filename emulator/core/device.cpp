@@ -205,7 +205,7 @@ bool Device::gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_
 }
 
 bool Device::scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset,
-                     std::span<const std::uint8_t> in) {
+                     std::span<const std::uint8_t> in, Pinning pinning) {
   for (const Sge& s : sges) {
     if (in.empty()) return true;
     if (offset >= s.length) {
@@ -214,7 +214,10 @@ bool Device::scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64
     }
     const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, in.size());
     const auto host = translate(s.lkey, pd, s.addr + offset, n, access::local_write, 0);
-    if (!host || !memory_.write(*host, in.first(n))) return false;
+    if (!host) return false;
+    const bool wrote =
+        pinning == Pinning::pinned ? memory_.write(*host, in.first(n)) : memory_.write_unpinned(*host, in.first(n));
+    if (!wrote) return false;
     in = in.subspan(n);
     offset = 0;
   }

@@ -309,9 +309,11 @@ class Device {
   // (a type 1 MW cannot be invalidated).
   bool invalidate(std::uint32_t pd, std::uint32_t key);
   // Copies between an SGE list and a buffer, `offset` bytes into the list; false on a key
-  // or bounds failure.
+  // or bounds failure, or (Memory::write_unpinned) where an unpinned buffer is not mapped.
+  enum class Pinning { pinned, unpinned };
   bool gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out);
-  bool scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<const std::uint8_t> in);
+  bool scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<const std::uint8_t> in,
+               Pinning pinning = Pinning::pinned);
 
   void complete(std::uint32_t cq, const Wc& wc, bool solicited);
   void raise(AsyncEventType type, std::uint32_t element);

@@ -8,6 +8,7 @@
 #include "emulator/core/receive_queue.hpp"
 #include "emulator/core/roce_headers.hpp"
 #include "emulator/core/transport.hpp"
+#include "emulator/core/uninitialised_bytes.hpp"
 
 namespace softrdma::core {
 namespace {
@@ -306,9 +307,12 @@ void on_ud(Device& d, Qp& q, const wire::IbPacket& p, const RxPacket& rx) {
     complete_datagram(d, q, *r, WcStatus::loc_len_err, 0, p, rx, 0);
     return;
   }
-  std::uint8_t grh[kGrhLength];
-  write_grh(endpoints_of(rx), p.bytes().size(), grh);
-  if (!d.scatter(r->wr.sg_list, q.target.pd, 0, grh) || !d.scatter(r->wr.sg_list, q.target.pd, kGrhLength, payload)) {
+  // One buffer, so that an unpinned write is one system call; unpinned, because a datagram
+  // can come at any moment, also after the application has unmapped the buffer it posted.
+  UninitialisedBytes datagram(kGrhLength + payload.size());
+  write_grh(endpoints_of(rx), p.bytes().size(), datagram.data());
+  copy_bytes(datagram.data() + kGrhLength, payload.data(), payload.size());
+  if (!d.scatter(r->wr.sg_list, q.target.pd, 0, {datagram.data(), datagram.size()}, Device::Pinning::unpinned)) {
     complete_datagram(d, q, *r, WcStatus::loc_prot_err, 0, p, rx, 0);
     return;
   }

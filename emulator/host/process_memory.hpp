@@ -21,9 +21,9 @@
 //   reads and atomics see every earlier write; core::Memory::flush() says who else flushes.
 //   A write the kernel refuses at flush time (the client unmapped registered memory, or died)
 //   cannot fail its operation any more: it is counted (lost_write_bytes) and logged. Writes to
-//   an on-demand MR (kOnDemandTag, above the slot; local_memory.hpp) are not staged but made
-//   at once, so that memory unmapped under it fails the operation, as on-demand paging
-//   promises.
+//   an on-demand MR or a datagram's receive buffer (kOnDemandTag, above the slot;
+//   local_memory.hpp) are not staged but made at once, so that memory unmapped under them
+//   fails the operation, as on-demand paging promises and a pinned buffer would not notice.
 // - A read that continues where the previous one ended (the packets of one message) reads
 //   ahead, up to kReadAhead bytes, and later reads are served from that until flush() or a
 //   write: a message's payload costs a few system calls instead of one per packet. Bytes read

@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
-"""On-demand paging MRs whose memory the application unmaps: an access error, never a crash.
+"""Registered memory the application unmaps: an access error, never a crash.
 
-usage: odp_unmap_test.py SOFTRDMA [--daemon SOFTRDMAD]
-       odp_unmap_test.py --inside     (what the first form runs under `softrdma run`)
+usage: unmapped_memory_test.py SOFTRDMA [--daemon SOFTRDMAD]
+       unmapped_memory_test.py --inside     (what the first form runs under `softrdma run`)
 
-One pyverbs process with two RC QPs connected to each other on srdma0 (embedded, or with
---daemon on a softrdmad of its own). An on-demand MR over an mmap'ed buffer carries a checked
-RDMA WRITE and READ first; then the buffer is unmapped (its range held by an inaccessible
-reservation, so that nothing else is mapped there) and
+One pyverbs process with QPs connected to each other on srdma0 (embedded, or with --daemon on
+a softrdmad of its own). Unmapped ranges are held by inaccessible reservations, so that
+nothing else is mapped there.
+
+An on-demand MR over an mmap'ed buffer carries a checked RDMA WRITE first; then the buffer is
+unmapped and
   - a SEND gathering from it completes with IBV_WC_LOC_PROT_ERR on the sender;
-  - on a fresh pair, an RDMA WRITE into it completes with IBV_WC_REM_ACCESS_ERR;
-  - on a fresh pair, an RDMA READ from it completes with IBV_WC_REM_ACCESS_ERR;
-and last a new pair over a new on-demand MR moves data again: the process and the device
+  - on a fresh RC pair, an RDMA WRITE into it completes with IBV_WC_REM_ACCESS_ERR;
+  - on a fresh RC pair, an RDMA READ from it completes with IBV_WC_REM_ACCESS_ERR.
+A plain MR holds a UD receive buffer, which takes a checked datagram first; then the buffer is
+unmapped with a receive posted into it (as UCX's ud transport does at teardown: a real RNIC
+writes to the pages it pinned), and the next datagram completes that receive with
+IBV_WC_LOC_PROT_ERR. Last, new pairs over new MRs move data again: the process and the device
 lived through it. Exit 0 pass, 1 fail, 77 (ctest's SKIP_RETURN_CODE) without pyverbs.
 """
 
@@ -28,10 +33,13 @@ PYTHON = "/usr/bin/python3"  # Debian's: pyverbs is installed for it only
 SIZE = 64 * 1024
 PAGE = 4096
 TIMEOUT = 10  # seconds for a completion
+QKEY = 0x11111111
+DATAGRAM = 1024
+GRH = 40  # the Global Route Header a UD receive buffer takes first (IBTA vol. 1 s11.4.1.2)
 
 def inside():
     import pyverbs.enums as e
-    from pyverbs.addr import AHAttr, GlobalRoute
+    from pyverbs.addr import AH, AHAttr, GlobalRoute
     from pyverbs.cq import CQ
     from pyverbs.device import Context
     from pyverbs.mem_alloc import MAP_ANONYMOUS_, MAP_PRIVATE_, mmap, munmap
@@ -71,13 +79,47 @@ def inside():
             me.to_rts(a)
         return cq, qps
 
-    def wait(cq):
+    def wait(cq, qp_num=None):
+        """The next completion (of `qp_num`'s, when given), or None after TIMEOUT."""
         until = time.monotonic() + TIMEOUT
         while time.monotonic() < until:
             n, wcs = cq.poll()
-            if n > 0:
+            if n > 0 and (qp_num is None or wcs[0].qp_num == qp_num):
                 return wcs[0]
         return None
+
+    def ud_pair():
+        cq = CQ(ctx, 16)
+        qps = [QP(pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=QPCap(max_send_wr=4, max_recv_wr=4)))
+               for _ in range(2)]
+        for qp in qps:
+            a = QPAttr(qp_state=e.IBV_QPS_INIT, port_num=1)
+            a.qkey = QKEY
+            qp.to_init(a)
+            qp.to_rtr(a)
+            qp.to_rts(a)
+        return cq, qps
+
+    def post_page(qp, addr, lkey):
+        qp.post_recv(RecvWR(num_sge=1, sg=[SGE(addr, PAGE, lkey)]))
+
+    def send_datagram(cq, qps, send_mr):
+        """Sends DATAGRAM bytes of 0x3C from qps[0] to qps[1]; qps[1]'s completion."""
+        ctypes.memset(send_mr.buf, 0x3C, DATAGRAM)
+        wr = SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(send_mr.buf, DATAGRAM, send_mr.lkey)],
+                    send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_ud(ah, qps[1].qp_num, QKEY)
+        qps[0].post_send(wr)
+        return wait(cq, qps[1].qp_num)
+
+    def datagram_landed(wc, addr):
+        return (wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == GRH + DATAGRAM and
+                ctypes.string_at(addr + GRH, DATAGRAM) == b"\x3c" * DATAGRAM)
+
+    def hold(addr):
+        """Unmaps [addr, addr + SIZE) and reserves it inaccessible; whether the reservation landed."""
+        munmap(addr, SIZE)
+        return mmap(addr=addr, length=SIZE, prot=PROT_NONE, flags=MAP_ANONYMOUS_ | MAP_PRIVATE_ | MAP_FIXED_NOREPLACE)
 
     def odp_buffer():
         addr = mmap(length=SIZE, flags=MAP_ANONYMOUS_ | MAP_PRIVATE_)
@@ -103,8 +145,7 @@ def inside():
     # The destination's memory goes away: each operation that touches it fails, the process lives.
     # An inaccessible reservation then holds the range: the next pair's rings or buffers would
     # otherwise be mapped there, and an on-demand MR follows the address space to them.
-    munmap(addr_b, SIZE)
-    held = mmap(addr=addr_b, length=SIZE, prot=PROT_NONE, flags=MAP_ANONYMOUS_ | MAP_PRIVATE_ | MAP_FIXED_NOREPLACE)
+    held = hold(addr_b)
     check(held == addr_b, "the unmapped range stays free of other mappings (a PROT_NONE reservation)", hex(held))
     send = SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr_b.buf, PAGE, mr_b.lkey)], send_flags=e.IBV_SEND_SIGNALED)
     qps[1].post_recv(RecvWR(num_sge=1, sg=[SGE(mr_a.buf, PAGE, mr_a.lkey)]))
@@ -124,11 +165,33 @@ def inside():
         check(wc is not None and wc.status == e.IBV_WC_REM_ACCESS_ERR,
               f"an RDMA {name} unmapped on-demand memory completes with REM_ACCESS_ERR", f"status {wc and wc.status}")
 
-    # The device still works: a new pair, a new on-demand MR.
+    # A UD receive buffer in a plain MR goes away with a receive posted into it.
+    ah = AH(pd, attr=AHAttr(gr=GlobalRoute(dgid=gid, sgid_index=0), is_global=1, port_num=1))
+    cq, qps = ud_pair()
+    addr_d = mmap(length=SIZE, flags=MAP_ANONYMOUS_ | MAP_PRIVATE_)
+    mr_d = MR(pd, SIZE, e.IBV_ACCESS_LOCAL_WRITE, address=addr_d)
+    post_page(qps[1], addr_d, mr_d.lkey)
+    wc = send_datagram(cq, qps, mr_a)
+    check(datagram_landed(wc, addr_d), "a datagram lands in a plain MR's mmap'ed buffer", f"status {wc and wc.status}")
+    post_page(qps[1], addr_d, mr_d.lkey)
+    held = hold(addr_d)
+    check(held == addr_d, "the unmapped receive buffer's range stays free of other mappings", hex(held))
+    wc = send_datagram(cq, qps, mr_a)
+    check(wc is not None and wc.status == e.IBV_WC_LOC_PROT_ERR,
+          "a datagram for a receive buffer unmapped under a plain MR completes with LOC_PROT_ERR",
+          f"status {wc and wc.status}")
+
+    # The device still works: new pairs, new MRs.
     cq, qps = pair()
     addr_c, mr_c = odp_buffer()
     wrote, wc = write_read_roundtrip(cq, qps, mr_a, mr_c)
     check(wrote, "afterwards a new pair and on-demand MR move data again", f"status {wc and wc.status}")
+    cq, qps = ud_pair()
+    post_page(qps[1], mr_c.buf, mr_c.lkey)
+    wc = send_datagram(cq, qps, mr_a)
+    check(datagram_landed(wc, mr_c.buf), "afterwards a new UD pair moves a datagram", f"status {wc and wc.status}")
+    mr_d.close()
+    munmap(addr_d, SIZE)
     mr_b.close()
     munmap(addr_b, SIZE)
     munmap(addr_a, SIZE)  # after the MRs: their memory was the application's
@@ -146,7 +209,7 @@ def main(argv):
         return 77
     softrdma = os.path.abspath(argv[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("SOFTRDMA_")}
-    with tempfile.TemporaryDirectory(prefix="softrdma-odp-") as work:
+    with tempfile.TemporaryDirectory(prefix="softrdma-unmapped-") as work:
         daemon = None
         run = [softrdma, "run"]
         if len(argv) == 4:
