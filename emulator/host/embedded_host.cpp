@@ -425,11 +425,13 @@ void EmbeddedHost::run() {
       if (!woken && lease_end <= until) lengthen_steady_lease(renewed);
     } else if (now - lease_end >= kNoSpinAfterLease && budget.keep_spinning(now)) {
       if (source != nullptr) slice.use_default();
-      // A polled backend (no fd to ask) is looked at on every pass.
-      ready = doorbell_.ready_now(fd, static_cast<short>(POLLIN | write), backend_->group_fd()) || fd < 0;
+      // The next pass steps at once: its receive asks the socket anyway, and a ppoll first would
+      // put a second system call between a packet's arrival and its answer. Only a blocked send
+      // waits for POLLOUT here. A polled backend (no fd to ask) is looked at on every pass.
+      ready = write == 0 || fd < 0 || doorbell_.ready_now(fd, static_cast<short>(POLLIN | write), backend_->group_fd());
       // Spinning must not keep a woken application thread off this core: on a machine with
       // few cores that turns a microsecond wait into a scheduler time slice.
-      if (!ready || fd < 0) sched_yield();
+      sched_yield();
     } else {
       slice.use_short();
       sleep_until(now, until, static_cast<short>(POLLIN | write), source);
