@@ -108,7 +108,7 @@ ibv_device_attr_ex device_attr_ex(const DeviceIdentity& id, const LinkOffers& li
     a.hca_core_clock = kCoreClockKhz;  // completion timestamps (completion_clock.hpp)
     a.completion_timestamp_mask = ~std::uint64_t{0};
     // On-demand paging, explicit and implicit MRs, for what rdma-core's ODP tests and
-    // odp_unmap_test.py run (as siw, srdmaiw0 has none).
+    // unmapped_memory_test.py run (as siw, srdmaiw0 has none).
     a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
     a.odp_caps.per_transport_caps.rc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
                                                 IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC |
