@@ -214,10 +214,8 @@ bool Device::scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64
     }
     const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, in.size());
     const auto host = translate(s.lkey, pd, s.addr + offset, n, access::local_write, 0);
-    if (!host) return false;
-    const bool wrote =
-        pinning == Pinning::pinned ? memory_.write(*host, in.first(n)) : memory_.write_unpinned(*host, in.first(n));
-    if (!wrote) return false;
+    if (!host || !memory_.write(pinning == Pinning::pinned ? *host : memory_.on_demand(*host), in.first(n)))
+      return false;
     in = in.subspan(n);
     offset = 0;
   }

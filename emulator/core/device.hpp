@@ -309,7 +309,9 @@ class Device {
   // (a type 1 MW cannot be invalidated).
   bool invalidate(std::uint32_t pd, std::uint32_t key);
   // Copies between an SGE list and a buffer, `offset` bytes into the list; false on a key
-  // or bounds failure, or (Memory::write_unpinned) where an unpinned buffer is not mapped.
+  // or bounds failure. An unpinned buffer (a datagram's receive buffer, which a peer can reach
+  // until the QP is destroyed, also after the application unmapped it) is reached as an
+  // on-demand region is (Memory::on_demand), so that unmapped memory fails the copy.
   enum class Pinning { pinned, unpinned };
   bool gather(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<std::uint8_t> out);
   bool scatter(const std::vector<Sge>& sges, std::uint32_t pd, std::uint64_t offset, std::span<const std::uint8_t> in,

@@ -17,10 +17,6 @@ class Memory {
   // or writable (the caller turns that into a local or remote access error).
   virtual bool read(std::uint64_t addr, std::span<std::uint8_t> out) = 0;
   virtual bool write(std::uint64_t addr, std::span<const std::uint8_t> in) = 0;
-  // As write(), into memory the application may have unmapped while it is still registered: a
-  // datagram's receive buffer, which a peer can reach at any moment until the QP is destroyed.
-  // Written as in an on-demand region, it fails there instead of faulting.
-  bool write_unpinned(std::uint64_t addr, std::span<const std::uint8_t> in) { return write(on_demand(addr), in); }
   // 64-bit atomics at an 8-byte-aligned host address (IBTA vol. 1 s9.4.5): returns the
   // original value through `original`.
   virtual bool compare_swap(std::uint64_t addr, std::uint64_t compare, std::uint64_t swap, std::uint64_t& original) = 0;

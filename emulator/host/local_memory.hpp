@@ -3,7 +3,7 @@
 // Their memory need not be mapped while registered, so the engine reaches it through
 // process_vm_readv / process_vm_writev on this process, which fail where nothing is mapped:
 // the operation then ends in an access error rather than a fault of the whole process.
-// Datagram receive buffers (core::Memory::write_unpinned) are written the same way, whatever
+// Datagram receive buffers (core::Device::Pinning::unpinned) are written the same way, whatever
 // their MR: a real RNIC writes into the pages it pinned at registration, so a library that
 // unmaps a receive pool before it destroys its UD QP gets away with it there.
 //
