@@ -306,7 +306,11 @@ std::size_t UdpBackend::send(std::span<core::TxPacket> packets) {
 
 std::span<const core::RxPacket> UdpBackend::receive() {
   Slots& s = *slots_;
-  for (std::size_t i = 0; i < kBurst; ++i) {
+  // After a look that found nothing, one datagram: a recvmmsg that gets one goes through the
+  // socket layer again to find the queue empty, a cost a ping-pong pays on every message.
+  // After one that found something, a burst: a stream keeps the queue full.
+  const std::size_t burst = found_ ? kBurst : 1;
+  for (std::size_t i = 0; i < burst; ++i) {
     msghdr& h = s.rx_msgs[i].msg_hdr;
     h.msg_name = &s.rx_from[i];
     h.msg_namelen = sizeof s.rx_from[i];
@@ -314,7 +318,7 @@ std::span<const core::RxPacket> UdpBackend::receive() {
     h.msg_controllen = sizeof s.rx_control[i].bytes;
     h.msg_flags = 0;
   }
-  int got = recvmmsg(fd_, s.rx_msgs.data(), kBurst, MSG_DONTWAIT, nullptr);
+  int got = recvmmsg(fd_, s.rx_msgs.data(), static_cast<unsigned>(burst), MSG_DONTWAIT, nullptr);
   if (got < 0) {
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ++counters_.rx_errors;
     got = 0;
@@ -362,7 +366,10 @@ std::span<const core::RxPacket> UdpBackend::receive() {
     }
   }
   const std::size_t grouped = groups_->receive(std::span(s.rx_packets).subspan(out), counters_);
-  burst_full_ = static_cast<std::size_t>(got) == kBurst || grouped > 0;
+  // A single look that found a datagram leaves the queue behind it to the next receive, which
+  // asks for a burst.
+  found_ = got > 0;
+  burst_full_ = (burst == kBurst && static_cast<std::size_t>(got) == kBurst) || grouped > 0;
   out += grouped;
   return {s.rx_packets.data(), out};
 }

@@ -88,7 +88,8 @@ class UdpBackend final : public Backend {
   std::size_t send(std::span<core::TxPacket> packets) override;
 
   // The packets of up to kBurst datagrams that have arrived (a coalesced one split into its
-  // packets), as the engine takes them; empty when none has.
+  // packets), as the engine takes them; empty when none has. After a receive that found
+  // nothing, of one datagram only.
   // The bytes live in this backend's slots until the next call. Never blocks.
   std::span<const core::RxPacket> receive() override;
   bool may_have_more() const override { return burst_full_; }
@@ -122,6 +123,7 @@ class UdpBackend final : public Backend {
   std::size_t no_gso_ = 0;  // packets still to send one by one after the kernel refused their GSO datagram
   std::unique_ptr<UdpGroups> groups_;
   bool burst_full_ = true;  // the last receive() filled its burst, or took group packets
+  bool found_ = true;       // the last receive() got a datagram: the next asks for kBurst
   bool multicast_ = false;  // the socket is set up to send to groups (UdpGroups::prepare_sender)
   UdpCounters counters_;
 };
