@@ -213,21 +213,27 @@ std::size_t UdpBackend::gso_run(std::span<const core::TxPacket> packets, std::si
 }
 
 void UdpBackend::number_segments(std::span<core::TxPacket> run, bool as_gso) {
-  if (!ipv4_) return;                                                          // IPv6 has no Identification
-  std::optional<std::pair<std::size_t, wire::Ipv4IdentificationShift>> shift;  // for one packet size
+  if (!ipv4_) return;  // IPv6 has no Identification
   for (std::size_t k = 0; k < run.size(); ++k) {
     core::TxPacket& p = run[k];
     const auto id = static_cast<std::uint16_t>(as_gso ? k : 0);
     if (p.route.ipv4_id == id) continue;
     const std::size_t size = p.bytes.size();
-    if (!shift || shift->first != size)
-      shift.emplace(size, wire::Ipv4IdentificationShift(wire::kIpv4BytesAfterIdentification + wire::Udp::length + size -
-                                                        wire::kIcrcLength));
     std::uint8_t* icrc = p.bytes.data() + size - wire::kIcrcLength;
     wire::store_icrc(icrc,
-                     wire::load_icrc(icrc) ^ shift->second.syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
+                     wire::load_icrc(icrc) ^ id_shift(size).syndrome(static_cast<std::uint16_t>(p.route.ipv4_id ^ id)));
     p.route.ipv4_id = id;
   }
+}
+
+const wire::Ipv4IdentificationShift& UdpBackend::id_shift(std::size_t packet_bytes) {
+  for (const auto& [bytes, shift] : id_shifts_)
+    if (bytes == packet_bytes) return shift;
+  // Few sizes recur (a message's full packets, its last one, an ACK), so the oldest goes.
+  if (id_shifts_.size() == kIdShiftsKept) id_shifts_.erase(id_shifts_.begin());
+  const std::size_t trailing =
+      wire::kIpv4BytesAfterIdentification + wire::Udp::length + packet_bytes - wire::kIcrcLength;
+  return id_shifts_.emplace_back(packet_bytes, wire::Ipv4IdentificationShift(trailing)).second;
 }
 
 void UdpBackend::use_checksums(bool on) {

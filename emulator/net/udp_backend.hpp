@@ -37,10 +37,13 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "emulator/core/device.hpp"
 #include "emulator/net/backend.hpp"
 #include "emulator/net/udp_groups.hpp"
+#include "wire/icrc_ipv4_id.hpp"
 
 namespace softrdma::net {
 
@@ -108,6 +111,8 @@ class UdpBackend final : public Backend {
   std::size_t gso_run(std::span<const core::TxPacket> packets, std::size_t first) const;
   // Gives packet k of a GSO datagram IPv4 ID k and the ICRC for it (0 for all: back to single sends).
   void number_segments(std::span<core::TxPacket> run, bool as_gso);
+  // The ICRC change per ID change for packets of `packet_bytes`, kept for the sizes used last.
+  const wire::Ipv4IdentificationShift& id_shift(std::size_t packet_bytes);
   // SO_NO_CHECK on or off as the next sendmmsg needs (IPv4 only).
   void use_checksums(bool on);
 
@@ -121,6 +126,8 @@ class UdpBackend final : public Backend {
   bool gso_ = true;
   bool checksums_ = false;  // IPv4: SO_NO_CHECK is off at the moment
   std::size_t no_gso_ = 0;  // packets still to send one by one after the kernel refused their GSO datagram
+  static constexpr std::size_t kIdShiftsKept = 4;
+  std::vector<std::pair<std::size_t, wire::Ipv4IdentificationShift>> id_shifts_;  // by packet size
   std::unique_ptr<UdpGroups> groups_;
   bool burst_full_ = true;  // the last receive() filled its burst, or took group packets
   bool found_ = true;       // the last receive() got a datagram: the next asks for kBurst
