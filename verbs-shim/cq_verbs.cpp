@@ -151,7 +151,8 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 // ibv_context.ops.poll_cq and req_notify_cq, which verbs.h calls inline.
 int poll_cq_op(ibv_cq* cq, int num_entries, ibv_wc* wc) {
-  std::array<core::Wc, 32> batch;
+  // Kept between calls: a spinning application's every empty poll would otherwise initialise it.
+  thread_local std::array<core::Wc, 32> batch;
   int total = 0;
   while (total < num_entries) {
     const std::size_t want = std::min<std::size_t>(batch.size(), static_cast<std::size_t>(num_entries - total));
