@@ -84,7 +84,10 @@ bool is_answer(const core::TxPacket& p) {
 // peer's progress thread would then receive). One system call sends the batch, so answers
 // are not starved by it.
 void answers_last(std::vector<core::TxPacket>& batch) {
-  std::stable_partition(batch.begin(), batch.end(), [](const core::TxPacket& p) { return !is_answer(p); });
+  const auto is_request = [](const core::TxPacket& p) { return !is_answer(p); };
+  // Mostly in order already (a request and the ACK behind it); stable_partition would allocate.
+  if (!std::is_partitioned(batch.begin(), batch.end(), is_request))
+    std::stable_partition(batch.begin(), batch.end(), is_request);
 }
 
 }  // namespace
