@@ -611,7 +611,11 @@ int Device::post_send(Time now, std::uint32_t qpn, const SendWr& wr) {
   if (q->init.qp_type == QpType::ud && !ah) return EINVAL;
   if (q->stream && !iwarp_supports(wr.opcode)) return EINVAL;
   if (q->sq.size() >= q->init.cap.max_send_wr) return ENOMEM;
-  SendWqe w;
+  SendWqe& w = q->sq.push_back_slot();
+  // A new WQE in every field, but the slot's vectors keep their capacity for the WR's copy.
+  SendWr kept = std::move(w.wr);
+  w = SendWqe{};
+  w.wr = std::move(kept);
   w.wr = wr;
   if (ah) w.ud_route = ah->av;
   if (!inline_data) w.wr.inline_data.clear();
@@ -619,7 +623,6 @@ int Device::post_send(Time now, std::uint32_t qpn, const SendWr& wr) {
              : inline_data                       ? wr.inline_data.size()
                                                  : sge_total(wr.sg_list);
   w.signaled = q->init.sq_sig_all || (wr.flags & send_flags::signaled);
-  q->sq.push_back(std::move(w));
   if (s == QpState::err || s == QpState::sqe) flush_send(*q);
   wake(*q);
   return 0;

@@ -10,6 +10,7 @@
 
 #include "emulator/core/counters.hpp"
 #include "emulator/core/iwarp_stream.hpp"
+#include "emulator/core/ring.hpp"
 #include "emulator/core/tag_matching.hpp"
 #include "emulator/core/verbs_types.hpp"
 #include "emulator/core/wqe.hpp"
@@ -55,7 +56,7 @@ struct Qp {
   std::uint16_t udp_src_port = 0xC000;
 
   // Requester (s9.7.4).
-  std::deque<SendWqe> sq;        // posted, not yet retired
+  Ring<SendWqe> sq;              // posted, not yet retired
   std::size_t next_wqe = 0;      // sq index of the WQE to transmit from
   std::uint32_t next_index = 0;  // its packet to transmit next (resends rewind it)
   std::uint32_t send_psn = 0;    // where the next new WQE's PSNs start
