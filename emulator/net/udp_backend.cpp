@@ -11,7 +11,6 @@
 #include <boost/asio/ip/udp.hpp>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <utility>
 #include <vector>
 
