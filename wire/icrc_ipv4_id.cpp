@@ -1,6 +1,7 @@
 #include "wire/icrc_ipv4_id.hpp"
 
 #include <array>
+#include <bit>
 
 #include "wire/ipv4.hpp"
 
@@ -58,14 +59,16 @@ constexpr int d_position(int id_bit) { return id_bit < 8 ? 7 - id_bit : 23 - id_
 
 }  // namespace
 
-Ipv4IdentificationShift::Ipv4IdentificationShift(std::size_t trailing)
-    : x_power_(power(kPowersOfX, 32 + std::uint64_t{trailing} * 8)) {}
+Ipv4IdentificationShift::Ipv4IdentificationShift(std::size_t trailing) {
+  const std::uint32_t x_power = power(kPowersOfX, 32 + std::uint64_t{trailing} * 8);
+  for (int b = 0; b < 16; ++b) bit_syndromes_[b] = multiply(kOne >> d_position(b), x_power);
+}
 
 std::uint32_t Ipv4IdentificationShift::syndrome(std::uint16_t id_xor) const {
-  std::uint32_t d = 0;
-  for (int b = 0; b < 16; ++b)
-    if (id_xor & (1u << b)) d |= kOne >> d_position(b);
-  return multiply(d, x_power_);
+  // The CRC is linear: several flipped bits change it by the XOR of what each one does.
+  std::uint32_t s = 0;
+  for (unsigned rest = id_xor; rest != 0; rest &= rest - 1) s ^= bit_syndromes_[std::countr_zero(rest)];
+  return s;
 }
 
 std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndrome, std::size_t trailing) {

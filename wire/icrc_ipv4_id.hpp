@@ -12,6 +12,7 @@
 // 16-bit strength, and the receiver counts it: docs/interop.md, "IPv4 IDs and the ICRC").
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -33,7 +34,7 @@ std::optional<std::uint16_t> ipv4_identification_correction(std::uint32_t syndro
 // The other way round: how the ICRC changes when the Identification changes, for packets that
 // cover `trailing` bytes after the field. A sender that lets the kernel number its packets
 // (UDP GSO gives the segments of one send IDs 0, 1, 2, ...) computes each ICRC for ID 0 and
-// XORs in syndrome(k). The power of x is computed once; each syndrome is one multiplication.
+// XORs in syndrome(k). Each ID bit's syndrome is computed once; an ID's is their XOR.
 class Ipv4IdentificationShift {
  public:
   explicit Ipv4IdentificationShift(std::size_t trailing);
@@ -42,7 +43,7 @@ class Ipv4IdentificationShift {
   std::uint32_t syndrome(std::uint16_t id_xor) const;
 
  private:
-  std::uint32_t x_power_;  // x^(32 + 8 * trailing) modulo the polynomial
+  std::array<std::uint32_t, 16> bit_syndromes_;  // by ID bit: D(x) * x^(32 + 8 * trailing)
 };
 
 // The Identification that makes `frame`'s ICRC verify: its own when it already does.
