@@ -2,7 +2,8 @@
 // thread (no syscalls, no clock inside the engine). Prints, beside a baseline measured in the
 // same run:
 //   - 64 B RC SEND messages per second (both ends' work on this one core);
-//   - 64 KiB RC RDMA WRITE bytes per second, against memcpy of the same bytes.
+//   - 64 KiB RC RDMA WRITE bytes per second, against memcpy of the same bytes;
+//   - 64 KiB RC RDMA READ bytes per second, 128 outstanding, as perftest's ib_read_bw.
 // Targets (issue "Transport engine"): >= 2 M messages/s per core, >= 0.60 x memcpy.
 // Also beside the byte work no software wire can skip, measured in the same round: the
 // sender's ICRC (CRC-32) over each 4096-byte packet's payload, the copy into the target MR, and
@@ -52,7 +53,7 @@ struct Side {
   }
   std::uint64_t addr(std::size_t off = 0) const { return reinterpret_cast<std::uint64_t>(buffer.data()) + off; }
 
-  void connect(std::uint32_t peer_qpn, const core::Gid& peer) {
+  void connect(std::uint32_t peer_qpn, const core::Gid& peer, std::uint8_t rd_atomic = 1) {
     using namespace core::qp_attr;
     core::QpAttr a;
     a.qp_state = core::QpState::init;
@@ -62,7 +63,7 @@ struct Side {
     a.qp_state = core::QpState::rtr;
     a.path_mtu = core::Mtu::mtu4096;
     a.dest_qp_num = peer_qpn;
-    a.max_dest_rd_atomic = 1;
+    a.max_dest_rd_atomic = rd_atomic;
     a.min_rnr_timer = 1;
     a.ah_attr.dgid = peer;
     dev->modify_qp(0, qpn, a, state | av | path_mtu | dest_qpn | rq_psn | max_dest_rd_atomic | min_rnr_timer);
@@ -70,7 +71,7 @@ struct Side {
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
+    a.max_rd_atomic = rd_atomic;
     dev->modify_qp(0, qpn, a, state | sq_psn | timeout | retry_cnt | rnr_retry | max_qp_rd_atomic);
   }
 
@@ -165,6 +166,35 @@ double write_bandwidth(std::size_t writes) {
   return static_cast<double>(writes * size) / s;
 }
 
+// 64 KiB READs as perftest's ib_read_bw posts them: up to 128 outstanding (our max_qp_rd_atom,
+// which it takes), signaled every 16th, into 16 slots.
+double read_bandwidth(std::size_t reads) {
+  constexpr std::size_t size = 64 << 10, slots = 16, outstanding = 128;
+  Side a(1, size * slots), b(2, size * slots);
+  a.connect(b.qpn, gid(2), outstanding);
+  b.connect(a.qpn, gid(1), outstanding);
+  std::memset(b.buffer.data(), 0x5A, b.buffer.size());
+  const double start = cpu_now();
+  for (std::size_t i = 0; i < reads; ++i) {
+    core::SendWr w;
+    w.opcode = core::WrOpcode::rdma_read;
+    w.flags = i % slots == slots - 1 ? core::send_flags::signaled : 0;
+    w.sg_list = {{a.addr((i % slots) * size), static_cast<std::uint32_t>(size), a.mr.lkey}};
+    w.remote_addr = b.addr((i % slots) * size);
+    w.rkey = b.mr.rkey;
+    a.dev->post_send(0, a.qpn, w);
+    if (i % outstanding == outstanding - 1) {
+      pump(a, b);
+      drain(a);
+    }
+  }
+  pump(a, b);
+  const double s = seconds_since(start);
+  if (std::memcmp(a.buffer.data(), b.buffer.data(), a.buffer.size()) != 0)
+    std::puts("engine_bench: READ data mismatch!");
+  return static_cast<double>(reads * size) / s;
+}
+
 // The baselines' 16 slots of 64 KiB, source and destination, as the WRITE phase's. Page-
 // aligned, memcpy's best case: a source and destination that differ mod 32 make glibc's
 // `rep movsb` run at a tenth of the speed on this machine's AMD EPYC
@@ -218,7 +248,7 @@ double median(std::vector<double> v) {
 int usage(std::FILE* to, int status) {
   std::fputs("usage: engine_bench [--rounds N]\n"
              "The transport engine alone (two devices, zero-latency link, one thread): 64 B RC SEND\n"
-             "messages/s and 64 KiB RC WRITE bytes/s against memcpy, and against the byte work a software\n"
+             "messages/s, 64 KiB RC WRITE and READ bytes/s against memcpy, and against the byte work a software\n"
              "wire cannot skip (CRC-32, copy, CRC-32 of the same bytes), in this thread's CPU time;\n"
              "medians of N rounds (default 7). Build in Release to measure.\n",
              to);
@@ -237,12 +267,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "engine_bench: bad argument '%s'\n", argv[i]);
     return usage(stderr, 2);
   }
-  std::vector<double> sends, writes, copies, ratios, work_ratios;
+  std::vector<double> sends, writes, reads, copies, ratios, work_ratios;
   for (int r = 0; r < rounds; ++r) {
     sends.push_back(send_rate(200'000));
     // memcpy on either side of the WRITE slice, so drift within the round hits both alike.
     const double before = memcpy_bandwidth(4'000), w = write_bandwidth(4'000), after = memcpy_bandwidth(4'000);
     writes.push_back(w);
+    reads.push_back(read_bandwidth(4'000));
     copies.push_back((before + after) / 2);
     ratios.push_back(w / copies.back());
     work_ratios.push_back(w / mandatory_work_bandwidth(4'000));
@@ -252,6 +283,7 @@ int main(int argc, char** argv) {
   std::printf("  64 B RC SEND:        %6.2f M messages/s   (target >= 2.00): %s\n", send / 1e6,
               send >= 2e6 ? "PASS" : "FAIL");
   std::printf("  64 KiB RC WRITE:     %6.2f GB/s\n", median(writes) / 1e9);
+  std::printf("  64 KiB RC READ:      %6.2f GB/s\n", median(reads) / 1e9);
   std::printf("  memcpy 64 KiB:       %6.2f GB/s\n", median(copies) / 1e9);
   std::printf("  WRITE / memcpy:      %6.2f              (target >= 0.60): %s\n", ratio,
               ratio >= 0.60 ? "PASS" : "FAIL");
