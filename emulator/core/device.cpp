@@ -652,6 +652,7 @@ void Device::enter_error(Qp& q) {
   q.rnr_at = 0;
   q.ack_pending = false;
   q.resources.clear();
+  q.resources_sent_before = 0;
   flush(q);
   // Once, on entering ERR; flush() runs again for every WR posted in ERR and raises nothing.
   if (q.init.srq) raise(AsyncEventType::qp_last_wqe_reached, q.qpn);

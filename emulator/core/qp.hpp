@@ -96,6 +96,9 @@ struct Qp {
   std::uint64_t write_left = 0;
   std::uint32_t write_imm_len = 0;  // WRITE with immediate: the message's length, for the WC
   std::deque<ResponderResource> resources;
+  // No resource before this index has responses to send: the READs being answered sit behind
+  // up to max_dest_rd_atomic finished ones, which the responder need not look at per packet.
+  std::size_t resources_sent_before = 0;
   // An ACK or NAK to send for `ack_psn` (coalesced: a later one replaces an earlier).
   bool ack_pending = false;
   std::uint32_t ack_psn = 0;

@@ -85,6 +85,7 @@ void complete_datagram(Device& d, Qp& q, const RecvWqe& r, WcStatus status, std:
 std::optional<TxPacket> fail_with_nak(Device& d, Qp& q, std::uint32_t psn, wire::NakCode code) {
   queue_ack(q, psn, nak(code));
   q.resources.clear();  // the error state drops queued responses; the NAK goes now
+  q.resources_sent_before = 0;
   auto answer = Responder::next(d, q);
   d.enter_error(q);
   return answer;
@@ -108,12 +109,14 @@ void answer_duplicate(Qp& q, const wire::IbPacket& p) {
   if (oi.is(OpFlag::read) || oi.is(OpFlag::atomic)) {
     // Execute a READ again from the duplicate's PSN; resend an atomic's saved result
     // (s9.7.5.1.7). A request older than the history is dropped.
-    for (ResponderResource& r : q.resources) {
+    for (std::size_t i = 0; i < q.resources.size(); ++i) {
+      ResponderResource& r = q.resources[i];
       const std::int32_t into = psn_diff(psn, r.psn);
       if (into < 0 || static_cast<std::uint32_t>(into) >= r.packets) continue;
       r.next = static_cast<std::uint32_t>(into);
       r.replay = r.replay || !r.sending;
       r.sending = true;
+      q.resources_sent_before = std::min(q.resources_sent_before, i);
       return;
     }
     return;
@@ -213,7 +216,10 @@ bool execute_write(Device& d, Qp& q, const wire::IbPacket& p, const wire::Opcode
 void keep_resource(Qp& q, ResponderResource r) {
   q.resources.push_back(r);
   const std::size_t history = std::max<std::size_t>(q.attr.max_dest_rd_atomic, 1);
-  while (q.resources.size() > history && !q.resources.front().sending) q.resources.pop_front();
+  while (q.resources.size() > history && !q.resources.front().sending) {
+    q.resources.pop_front();
+    q.resources_sent_before -= std::min<std::size_t>(q.resources_sent_before, 1);
+  }
 }
 
 // Whether a new READ or atomic exceeds max_dest_rd_atomic (s9.7.5.1.4). Responses sent again
@@ -405,7 +411,9 @@ void Responder::on_request(Device& d, Qp& q, const wire::IbPacket& p, const RxPa
 }
 
 std::optional<TxPacket> Responder::next(Device& d, Qp& q) {
-  auto it = std::find_if(q.resources.begin(), q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  const auto it = std::find_if(q.resources.begin() + static_cast<std::ptrdiff_t>(q.resources_sent_before),
+                               q.resources.end(), [](const ResponderResource& r) { return r.sending; });
+  q.resources_sent_before = static_cast<std::size_t>(it - q.resources.begin());
   // The device asks every QP in turn for each packet it sends: most have nothing to answer.
   if (!q.ack_pending && it == q.resources.end()) return std::nullopt;
   wire::IbRepr h;
