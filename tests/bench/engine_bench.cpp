@@ -138,52 +138,26 @@ double send_rate(std::size_t messages) {
   return static_cast<double>(done) / seconds_since(start);
 }
 
-// 64 KiB WRITEs, signaled every 16th, as perftest's bandwidth tests do.
-double write_bandwidth(std::size_t writes) {
+// 64 KiB WRITEs from a's 16 slots into b's, or READs of b's into a's, signaled every 16th as
+// perftest's bandwidth tests post them, with `outstanding` posted between two pumps (and as
+// max_rd_atomic). Bytes per second of this thread's CPU time.
+double one_sided_bandwidth(core::WrOpcode opcode, std::size_t messages, std::uint8_t outstanding) {
   constexpr std::size_t size = 64 << 10, slots = 16;
-  Side a(1, size * slots), b(2, size * slots);
-  a.connect(b.qpn, gid(2));
-  b.connect(a.qpn, gid(1));
-  std::memset(a.buffer.data(), 0x5A, a.buffer.size());
-  const double start = cpu_now();
-  for (std::size_t i = 0; i < writes; ++i) {
-    core::SendWr w;
-    w.opcode = core::WrOpcode::rdma_write;
-    w.flags = i % slots == slots - 1 ? core::send_flags::signaled : 0;
-    w.sg_list = {{a.addr((i % slots) * size), static_cast<std::uint32_t>(size), a.mr.lkey}};
-    w.remote_addr = b.addr((i % slots) * size);
-    w.rkey = b.mr.rkey;
-    a.dev->post_send(0, a.qpn, w);
-    if (i % slots == slots - 1) {
-      pump(a, b);
-      drain(a);
-    }
-  }
-  pump(a, b);
-  const double s = seconds_since(start);
-  if (std::memcmp(a.buffer.data(), b.buffer.data(), a.buffer.size()) != 0)
-    std::puts("engine_bench: WRITE data mismatch!");
-  return static_cast<double>(writes * size) / s;
-}
-
-// 64 KiB READs as perftest's ib_read_bw posts them: up to 128 outstanding (our max_qp_rd_atom,
-// which it takes), signaled every 16th, into 16 slots.
-double read_bandwidth(std::size_t reads) {
-  constexpr std::size_t size = 64 << 10, slots = 16, outstanding = 128;
   Side a(1, size * slots), b(2, size * slots);
   a.connect(b.qpn, gid(2), outstanding);
   b.connect(a.qpn, gid(1), outstanding);
-  std::memset(b.buffer.data(), 0x5A, b.buffer.size());
+  const bool read = opcode == core::WrOpcode::rdma_read;
+  std::memset((read ? b : a).buffer.data(), 0x5A, a.buffer.size());
   const double start = cpu_now();
-  for (std::size_t i = 0; i < reads; ++i) {
+  for (std::size_t i = 0; i < messages; ++i) {
     core::SendWr w;
-    w.opcode = core::WrOpcode::rdma_read;
+    w.opcode = opcode;
     w.flags = i % slots == slots - 1 ? core::send_flags::signaled : 0;
     w.sg_list = {{a.addr((i % slots) * size), static_cast<std::uint32_t>(size), a.mr.lkey}};
     w.remote_addr = b.addr((i % slots) * size);
     w.rkey = b.mr.rkey;
     a.dev->post_send(0, a.qpn, w);
-    if (i % outstanding == outstanding - 1) {
+    if (i % outstanding == outstanding - 1u) {
       pump(a, b);
       drain(a);
     }
@@ -191,9 +165,13 @@ double read_bandwidth(std::size_t reads) {
   pump(a, b);
   const double s = seconds_since(start);
   if (std::memcmp(a.buffer.data(), b.buffer.data(), a.buffer.size()) != 0)
-    std::puts("engine_bench: READ data mismatch!");
-  return static_cast<double>(reads * size) / s;
+    std::printf("engine_bench: %s data mismatch!\n", read ? "READ" : "WRITE");
+  return static_cast<double>(messages * size) / s;
 }
+
+// READs 128 outstanding: ib_read_bw takes our max_qp_rd_atom.
+double write_bandwidth(std::size_t writes) { return one_sided_bandwidth(core::WrOpcode::rdma_write, writes, 16); }
+double read_bandwidth(std::size_t reads) { return one_sided_bandwidth(core::WrOpcode::rdma_read, reads, 128); }
 
 // The baselines' 16 slots of 64 KiB, source and destination, as the WRITE phase's. Page-
 // aligned, memcpy's best case: a source and destination that differ mod 32 make glibc's
