@@ -148,6 +148,18 @@ rm -rf "$STAGE" "$HLOG" "$OUT"
 mkdir -p "$STAGE/lib" "$STAGE/bin" "$STAGE/deps" "$HLOG" "$OUT"
 cp "$LIB_DIR"/{libibverbs.so.1,librdmacm.so.1,libsoftrdma_sysfs.so} "$STAGE/lib/"
 cp "$SOFTRDMA" "$STAGE/bin/softrdma"
+# hung-threads PGID, in the guest: a line per process of the group but the sh that wraps it,
+# with where each of its threads waits in the kernel, for the log of a server that did not exit.
+cat >"$STAGE/bin/hung-threads" <<'EOF_HUNG'
+#!/bin/sh
+for d in /proc/[0-9]*; do
+	[ "$(cut -d' ' -f5 "$d/stat" 2>/dev/null)" = "$1" ] && [ "$(cat "$d/comm")" != sh ] || continue
+	w=
+	for t in "$d"/task/*; do w="$w $(cat "$t/wchan" 2>/dev/null)"; done
+	echo "hung: ${d#/proc/} $(cat "$d/comm") waits in:$w"
+done
+EOF_HUNG
+chmod +x "$STAGE/bin/hung-threads"
 # What the guest root already has (the same files as the host's: rxe-guest.sh copies them).
 guest_libs=" $(guest A 'ls /usr/lib/x86_64-linux-gnu /usr/lib64' | tr -d '\r' | tr '\n' ' ') "
 deps=()
@@ -252,10 +264,12 @@ case_devices() {
 	finish "$name" "$l" "pass" "$detail"
 }
 
-# guest_server_log G NAME: NAME's log once its exit= line is there (killed after 30 s without one)
+# guest_server_log G NAME: NAME's log once its exit= line is there (killed after 30 s without one,
+# its threads' kernel waits logged first)
 guest_server_log() {
 	guest "$1" "i=0; while [ \$i -lt 300 ] && ! grep -q ^exit= $GLOG/$2.srv; do usleep 100000; i=\$((i+1)); done
-		grep -q ^exit= $GLOG/$2.srv || { kill -9 -\$(cat /tmp/$2.pid) 2>/dev/null; echo exit=killed >>$GLOG/$2.srv; }" 60 >/dev/null 2>&1
+		grep -q ^exit= $GLOG/$2.srv || { $G/bin/hung-threads \$(cat /tmp/$2.pid) >>$GLOG/$2.srv
+			kill -9 -\$(cat /tmp/$2.pid) 2>/dev/null; echo exit=killed >>$GLOG/$2.srv; }; sync" 60 >/dev/null 2>&1
 }
 
 # A server in guest B and a client in guest A, both under softrdma:
@@ -273,6 +287,8 @@ case_pair() {
 	ROWS=("${ROWS[@]:0:rows}")
 	for f in "$OUT/$l/$name".*; do mv "$f" "$OUT/$l/$name.try1.${f#"$OUT/$l/$name."}"; done
 	log "$l.$name: failed; running it again, its logs kept as $name.try1.*"
+	# A first server still alive would hold the port and the device the second one needs.
+	guest B "kill -9 -\$(cat /tmp/$name.pid) 2>/dev/null; true" 30 >/dev/null 2>&1
 	case_pair_once "$@"
 }
 case_pair_once() {
@@ -283,7 +299,7 @@ case_pair_once() {
 	guest A "export SOFTRDMA_REAL_DEVICES=after; timeout 90 $SR $l $name.cli $ccmd >$GLOG/$name.cli 2>&1; echo exit=\$? >>$GLOG/$name.cli" 120 >/dev/null 2>&1
 	guest_server_log B "$name"
 	local srv=$HLOG/$name.srv cli=$HLOG/$name.cli
-	grep -q '^exit=0$' "$srv" || want "server $(grep '^exit=' "$srv" || echo 'no exit status'): $(grep -v '^exit=' "$srv" | grep -iE 'error|fail|couldn|unable|no such|not found|no device for' | head -1)"
+	grep -q '^exit=0$' "$srv" || want "server $(grep '^exit=' "$srv" || echo 'no exit status'): $(grep -v '^exit=' "$srv" | grep -iE 'error|fail|couldn|unable|no such|not found|no device for|^hung:' | head -1)"
 	grep -q '^exit=0$' "$cli" || want "client $(grep '^exit=' "$cli" || echo 'no exit status'): $(grep -v '^exit=' "$cli" | grep -iE 'error|fail|couldn|unable|no such|not found|no device for' | head -1)"
 	"$check" "$srv" "$cli"
 	ld_ok "$name.srv" real
