@@ -472,7 +472,8 @@ case_pyverbs() {
 # the outcomes never meet: rxe's test_resize_cq ends FAIL now and then on rdma-core alone too.
 # Those that met go to $HLOG/NAME.flaky, "TEST (alone OUTCOMES, softrdma OUTCOMES)" a line.
 py_recheck() { # py_recheck LAUNCH NAME TEST...: prints "TEST=OUTCOMES" of those that still differ
-	local l=$1 name=$2 k t ids=() plain_runs=("$OUT/plain/f.pyverbs.outcomes") our_runs=("$HLOG/$name.outcomes")
+	local l=$1 name=$2 k t ids=() plain_runs=("$OUT/plain/f.pyverbs.outcomes")
+	local our_runs=("$HLOG/$name.outcomes")
 	shift 2
 	for t in "$@"; do ids+=("$(grep -m1 "\\.$t\$" "$SHARE/py/core.ids")"); done
 	for k in 1 2; do
