@@ -7,7 +7,7 @@ usage: ab_bench.py SOFTRDMA_A SOFTRDMA_B [--reps N] [--rows ROW,...] [--sizes S,
                    [--env-a K=V,...] [--env-b K=V,...] [--udp-pingpong PATH] [--out DIR]
 
 ROW is one of ib_send_lat, ib_write_lat, ib_read_lat, rc_pingpong, rc_pingpong_e, ib_write_bw,
-ib_send_bw (default: the latency rows). Loopback only. Prints, per row and size, A's and B's
+ib_read_bw, ib_send_bw (default: the latency rows). Loopback only. Prints, per row and size, A's and B's
 medians (t_typical, and t_avg for perftest's latency rows), B/A, and the same-shape UDP
 baseline of that run.
 """
