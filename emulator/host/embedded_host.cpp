@@ -10,6 +10,7 @@
 #include <random>
 #include <system_error>
 
+#include "emulator/host/core_step.hpp"
 #include "emulator/host/loopback_address.hpp"
 #include "emulator/host/short_slice.hpp"
 #include "emulator/host/spin_budget.hpp"
@@ -320,9 +321,10 @@ void EmbeddedHost::aim_timer(core::Time now, core::Time deadline) {
 
 bool EmbeddedHost::continues_streak(core::Time now) {
   static thread_local ThreadPause pause;
+  static thread_local CoreStep core_step;
   const core::Time last = last_call_.exchange(now, std::memory_order_relaxed);
   if (now - last < kBusyPollGap) {
-    pause.call(now);
+    if (core_step.shared(now, pause.call(now))) step_to_another_cpu();
     return true;
   }
   polls_.store(0, std::memory_order_relaxed);
