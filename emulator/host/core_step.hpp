@@ -1,15 +1,25 @@
-// A polling thread that shares its core with another runnable thread moves to another CPU.
+// A polling thread that shares its core with another busy thread moves to another CPU.
 //
-// A thread that polls without pause yet stays off its core for longer than any wake-up's work
-// takes is time-sharing that core with another busy thread. On a small machine that is often
-// the peer program of a ping-pong: both woke from the TCP exchange that set up their QPs, and
-// the scheduler's wake-up placement put them on one core. Each then waits a scheduler slice
-// for every message the other sends, until the load balancer parts them, which can take tens
-// of slices beside an idle core. The thread steps to another CPU of its own affinity mask
-// instead, at most once per kStepInterval, and keeps the mask it had.
+// A thread that polls without pause and yet waits, runnable, for its CPU for longer than any
+// wake-up's work takes is time-sharing that CPU with another busy thread. On a small machine
+// that is often the peer program of a ping-pong: both woke from the TCP exchange that set up
+// their QPs, and the scheduler's wake-up placement put them on one CPU. Each then waits a
+// scheduler slice for every message the other sends, until the load balancer parts them, which
+// can take tens of slices beside an idle CPU. The thread steps to another CPU of its own
+// affinity mask instead, at most once per kStepInterval, and keeps the mask it had.
+//
+// The wait is the kernel's run delay (/proc/thread-self/schedstat): time off the CPU while
+// blocked (a lock, a page fault) is not sharing, and a step for it would put the thread beside
+// its peer.
 #pragma once
 
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
 
 #include "emulator/core/verbs_types.hpp"
 
@@ -31,20 +41,65 @@ inline bool step_to_another_cpu() {
   return true;
 }
 
+// The run delay in a schedstat line ("exec_ns delay_ns slices"), ns; none if malformed.
+inline std::optional<core::Time> parse_run_delay(const char* line) {
+  unsigned long long exec = 0, delay = 0;
+  if (std::sscanf(line, "%llu %llu", &exec, &delay) != 2) return std::nullopt;
+  return static_cast<core::Time>(delay);
+}
+
 class CoreStep {
  public:
-  static constexpr core::Time kSharedOffCore = 500'000;    // ns off the core between two samples
+  // Reading the run delay costs microseconds (procfs formats it), so at most once per
+  // kReadEvery; a slice of another thread in between still shows in full.
+  static constexpr core::Time kReadEvery = 1'000'000;      // ns
+  static constexpr core::Time kSharedDelay = 500'000;      // ns of run delay between two reads
   static constexpr core::Time kStepInterval = 50'000'000;  // ns between two steps at least
 
-  // The polling thread was off its core for `off_core` ns since its last sample, at `now`:
-  // whether it should step to another CPU (and then not again for kStepInterval).
-  bool shared(core::Time now, core::Time off_core) {
-    if (off_core < kSharedOffCore || (stepped_ != 0 && now - stepped_ < kStepInterval)) return false;
+  CoreStep() = default;
+  CoreStep(const CoreStep&) = delete;
+  CoreStep& operator=(const CoreStep&) = delete;
+  ~CoreStep() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // A poll at `now` that continues a streak (the calling thread's): once per kReadEvery, reads
+  // the thread's run delay and steps to another CPU if shared() says so.
+  void poll(core::Time now) {
+    if (now - last_read_ < kReadEvery) return;
+    last_read_ = now;
+    const std::optional<core::Time> delay = read_run_delay();
+    if (!delay) return;
+    const core::Time waited = last_delay_ ? *delay - *last_delay_ : 0;
+    last_delay_ = delay;
+    if (shared(now, waited)) step_to_another_cpu();
+  }
+
+  // The thread waited `waited` ns for its CPU since the last read, at `now`: whether it should
+  // step to another CPU (and then not again for kStepInterval).
+  bool shared(core::Time now, core::Time waited) {
+    if (waited < kSharedDelay || (stepped_ != 0 && now - stepped_ < kStepInterval)) return false;
     stepped_ = now;
     return true;
   }
 
  private:
+  std::optional<core::Time> read_run_delay() {
+    if (fd_ == -1) fd_ = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) {
+      fd_ = -2;  // unreadable here (no /proc): never step
+      return std::nullopt;
+    }
+    char line[96];
+    const ssize_t n = pread(fd_, line, sizeof line - 1, 0);
+    if (n <= 0) return std::nullopt;
+    line[n] = '\0';
+    return parse_run_delay(line);
+  }
+
+  int fd_ = -1;  // -1: not opened yet
+  core::Time last_read_ = 0;
+  std::optional<core::Time> last_delay_;
   core::Time stepped_ = 0;
 };
 

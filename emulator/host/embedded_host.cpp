@@ -324,7 +324,8 @@ bool EmbeddedHost::continues_streak(core::Time now) {
   static thread_local CoreStep core_step;
   const core::Time last = last_call_.exchange(now, std::memory_order_relaxed);
   if (now - last < kBusyPollGap) {
-    if (core_step.shared(now, pause.call(now))) step_to_another_cpu();
+    pause.call(now);
+    core_step.poll(now);
     return true;
   }
   polls_.store(0, std::memory_order_relaxed);

@@ -24,14 +24,9 @@ class ThreadPause {
  public:
   static constexpr std::uint32_t kSampleEvery = 64;
 
-  // A call at `now` (steady clock, ns) that did not follow a pause. When it samples: how long
-  // the thread was off its core since the last sample (core_step.hpp); otherwise, and at the
-  // first sample, 0.
-  core::Time call(core::Time now) {
-    if (++calls_ % kSampleEvery != 0) return 0;
-    const core::Time wall_before = wall_, cpu_before = cpu_;
-    sample(now);
-    return wall_before == 0 ? 0 : off_core(now - wall_before, cpu_ - cpu_before);
+  // A call at `now` (steady clock, ns) that did not follow a pause.
+  void call(core::Time now) {
+    if (++calls_ % kSampleEvery == 0) sample(now);
   }
 
   // A call at `now` after a pause of `pause` ns: for how long of the pause the thread was on a
@@ -39,12 +34,11 @@ class ThreadPause {
   core::Time ran_for(core::Time now, core::Time pause) {
     const core::Time wall = now - wall_, cpu_before = cpu_;
     sample(now);
-    return pause - std::min(pause, off_core(wall, cpu_ - cpu_before));
+    const core::Time off_core = wall - std::min(wall, cpu_ - cpu_before);
+    return pause - std::min(pause, off_core);
   }
 
  private:
-  static core::Time off_core(core::Time wall, core::Time cpu) { return wall - std::min(wall, cpu); }
-
   void sample(core::Time now) {
     timespec t{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);

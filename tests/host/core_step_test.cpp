@@ -1,18 +1,16 @@
-// CoreStep and ThreadPause: a polling thread that time-shares its core steps to another CPU,
-// once per interval, and a short preemption or the first sample does not make it move.
+// CoreStep: a polling thread that waits for its CPU as long as a scheduler slice steps to
+// another CPU, once per interval; a short preemption does not make it move.
 #include "emulator/host/core_step.hpp"
 
 #include <sched.h>
 
 #include <catch2/catch.hpp>
-
-#include "emulator/host/thread_pause.hpp"
+#include <cstdio>
 
 using softrdma::core::Time;
 using softrdma::host::CoreStep;
-using softrdma::host::ThreadPause;
 
-TEST_CASE("a poller kept off its core for a scheduler slice steps, once per interval", "[core-step]") {
+TEST_CASE("a poller that waits a scheduler slice for its CPU steps, once per interval", "[core-step]") {
   CoreStep step;
   const Time start = 1'000'000'000;
   CHECK(step.shared(start, 1'400'000));  // a 1.4 ms slice of another thread
@@ -25,16 +23,23 @@ TEST_CASE("a wake-up's preemption does not make a poller step", "[core-step]") {
   CoreStep step;
   CHECK_FALSE(step.shared(1'000'000'000, 0));
   CHECK_FALSE(step.shared(1'000'000'000, 20'000));  // a progress thread's pass
-  CHECK_FALSE(step.shared(1'000'000'000, CoreStep::kSharedOffCore - 1));
-  CHECK(step.shared(1'000'000'000, CoreStep::kSharedOffCore));
+  CHECK_FALSE(step.shared(1'000'000'000, CoreStep::kSharedDelay - 1));
+  CHECK(step.shared(1'000'000'000, CoreStep::kSharedDelay));
 }
 
-TEST_CASE("ThreadPause's first sample reports no time off the core", "[core-step]") {
-  // Before its first sample there is nothing to measure from: the thread's whole CPU time
-  // against the steady clock since boot would read as a long preemption.
-  ThreadPause pause;
-  for (std::uint32_t i = 1; i < ThreadPause::kSampleEvery; ++i) CHECK(pause.call(1'000'000'000 + i) == 0);
-  CHECK(pause.call(1'000'000'000 + ThreadPause::kSampleEvery) == 0);
+TEST_CASE("the run delay is the second field of a schedstat line", "[core-step]") {
+  CHECK(softrdma::host::parse_run_delay("236488526 483692 97\n") == Time{483692});
+  CHECK_FALSE(softrdma::host::parse_run_delay("236488526").has_value());
+  CHECK_FALSE(softrdma::host::parse_run_delay("").has_value());
+}
+
+TEST_CASE("this kernel's schedstat line for the thread parses", "[core-step]") {
+  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
+  REQUIRE(f != nullptr);
+  char line[96] = {};
+  REQUIRE(std::fgets(line, sizeof line, f) != nullptr);
+  std::fclose(f);
+  CHECK(softrdma::host::parse_run_delay(line).has_value());
 }
 
 TEST_CASE("a step moves the thread to another CPU and keeps its mask", "[core-step]") {
