@@ -10,13 +10,15 @@
 //
 // The wait is the kernel's run delay (/proc/thread-self/schedstat): time off the CPU while
 // blocked (a lock, a page fault) is not sharing, and a step for it would put the thread beside
-// its peer.
+// its peer. And it must come in long waits: many short ones are the progress threads' passes
+// (ib_write_lat needs them, on every CPU), which a step would only take to the other program.
 #pragma once
 
 #include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -41,11 +43,15 @@ inline bool step_to_another_cpu() {
   return true;
 }
 
-// The run delay in a schedstat line ("exec_ns delay_ns slices"), ns; none if malformed.
-inline std::optional<core::Time> parse_run_delay(const char* line) {
-  unsigned long long exec = 0, delay = 0;
-  if (std::sscanf(line, "%llu %llu", &exec, &delay) != 2) return std::nullopt;
-  return static_cast<core::Time>(delay);
+// A thread's schedstat line: "exec_ns delay_ns slices".
+struct RunDelay {
+  core::Time waited = 0;     // ns spent runnable, waiting for a CPU
+  std::uint64_t slices = 0;  // times it was given a CPU
+};
+inline std::optional<RunDelay> parse_run_delay(const char* line) {
+  unsigned long long exec = 0, delay = 0, slices = 0;
+  if (std::sscanf(line, "%llu %llu %llu", &exec, &delay, &slices) != 3) return std::nullopt;
+  return RunDelay{static_cast<core::Time>(delay), static_cast<std::uint64_t>(slices)};
 }
 
 class CoreStep {
@@ -54,6 +60,7 @@ class CoreStep {
   // kReadEvery; a slice of another thread in between still shows in full.
   static constexpr core::Time kReadEvery = 1'000'000;      // ns
   static constexpr core::Time kSharedDelay = 500'000;      // ns of run delay between two reads
+  static constexpr core::Time kLongWait = 250'000;         // ns a wait lasts on average
   static constexpr core::Time kStepInterval = 50'000'000;  // ns between two steps at least
 
   CoreStep() = default;
@@ -68,23 +75,24 @@ class CoreStep {
   void poll(core::Time now) {
     if (now - last_read_ < kReadEvery) return;
     last_read_ = now;
-    const std::optional<core::Time> delay = read_run_delay();
+    const std::optional<RunDelay> delay = read_run_delay();
     if (!delay) return;
-    const core::Time waited = last_delay_ ? *delay - *last_delay_ : 0;
+    const std::optional<RunDelay> before = last_delay_;
     last_delay_ = delay;
-    if (shared(now, waited)) step_to_another_cpu();
+    if (before && shared(now, delay->waited - before->waited, delay->slices - before->slices)) step_to_another_cpu();
   }
 
-  // The thread waited `waited` ns for its CPU since the last read, at `now`: whether it should
-  // step to another CPU (and then not again for kStepInterval).
-  bool shared(core::Time now, core::Time waited) {
-    if (waited < kSharedDelay || (stepped_ != 0 && now - stepped_ < kStepInterval)) return false;
+  // Since the last read, at `now`, the thread waited `waited` ns for its CPU and was given one
+  // `slices` times: whether it should step to another CPU (and then not for kStepInterval).
+  bool shared(core::Time now, core::Time waited, std::uint64_t slices) {
+    const bool long_waits = waited >= kSharedDelay && waited >= std::max<std::uint64_t>(slices, 1) * kLongWait;
+    if (!long_waits || (stepped_ != 0 && now - stepped_ < kStepInterval)) return false;
     stepped_ = now;
     return true;
   }
 
  private:
-  std::optional<core::Time> read_run_delay() {
+  std::optional<RunDelay> read_run_delay() {
     if (fd_ == -1) fd_ = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) {
       fd_ = -2;  // unreadable here (no /proc): never step
@@ -99,7 +107,7 @@ class CoreStep {
 
   int fd_ = -1;  // -1: not opened yet
   core::Time last_read_ = 0;
-  std::optional<core::Time> last_delay_;
+  std::optional<RunDelay> last_delay_;
   core::Time stepped_ = 0;
 };
 

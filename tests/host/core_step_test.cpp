@@ -13,23 +13,34 @@ using softrdma::host::CoreStep;
 TEST_CASE("a poller that waits a scheduler slice for its CPU steps, once per interval", "[core-step]") {
   CoreStep step;
   const Time start = 1'000'000'000;
-  CHECK(step.shared(start, 1'400'000));  // a 1.4 ms slice of another thread
-  CHECK_FALSE(step.shared(start + 10'000'000, 1'400'000));
-  CHECK_FALSE(step.shared(start + CoreStep::kStepInterval - 1, 1'400'000));
-  CHECK(step.shared(start + CoreStep::kStepInterval, 1'400'000));
+  CHECK(step.shared(start, 1'400'000, 1));  // a 1.4 ms slice of another thread
+  CHECK_FALSE(step.shared(start + 10'000'000, 1'400'000, 1));
+  CHECK_FALSE(step.shared(start + CoreStep::kStepInterval - 1, 1'400'000, 1));
+  CHECK(step.shared(start + CoreStep::kStepInterval, 1'400'000, 1));
 }
 
 TEST_CASE("a wake-up's preemption does not make a poller step", "[core-step]") {
   CoreStep step;
-  CHECK_FALSE(step.shared(1'000'000'000, 0));
-  CHECK_FALSE(step.shared(1'000'000'000, 20'000));  // a progress thread's pass
-  CHECK_FALSE(step.shared(1'000'000'000, CoreStep::kSharedDelay - 1));
-  CHECK(step.shared(1'000'000'000, CoreStep::kSharedDelay));
+  CHECK_FALSE(step.shared(1'000'000'000, 0, 0));
+  CHECK_FALSE(step.shared(1'000'000'000, 20'000, 1));  // a progress thread's pass
+  CHECK_FALSE(step.shared(1'000'000'000, CoreStep::kSharedDelay - 1, 1));
+  CHECK(step.shared(1'000'000'000, CoreStep::kSharedDelay, 1));
 }
 
-TEST_CASE("the run delay is the second field of a schedstat line", "[core-step]") {
-  CHECK(softrdma::host::parse_run_delay("236488526 483692 97\n") == Time{483692});
-  CHECK_FALSE(softrdma::host::parse_run_delay("236488526").has_value());
+TEST_CASE("many short waits do not make a poller step, however long together", "[core-step]") {
+  // ib_write_lat: the progress threads' passes preempt the program 20-30 times a millisecond.
+  CoreStep step;
+  CHECK_FALSE(step.shared(1'000'000'000, 700'000, 25));
+  CHECK_FALSE(step.shared(1'000'000'000, 2'000'000, 9));
+  CHECK(step.shared(1'000'000'000, 2'000'000, 8));  // 250 us a wait: slices of a busy thread
+}
+
+TEST_CASE("the run delay and the slices are the second and third fields of a schedstat line", "[core-step]") {
+  const auto parsed = softrdma::host::parse_run_delay("236488526 483692 97\n");
+  REQUIRE(parsed.has_value());
+  CHECK(parsed->waited == Time{483692});
+  CHECK(parsed->slices == 97);
+  CHECK_FALSE(softrdma::host::parse_run_delay("236488526 483692").has_value());
   CHECK_FALSE(softrdma::host::parse_run_delay("").has_value());
 }
 
