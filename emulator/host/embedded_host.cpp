@@ -321,11 +321,9 @@ void EmbeddedHost::aim_timer(core::Time now, core::Time deadline) {
 
 bool EmbeddedHost::continues_streak(core::Time now) {
   static thread_local ThreadPause pause;
-  static thread_local CoreStep core_step;
   const core::Time last = last_call_.exchange(now, std::memory_order_relaxed);
   if (now - last < kBusyPollGap) {
     pause.call(now);
-    core_step.poll(now);
     return true;
   }
   polls_.store(0, std::memory_order_relaxed);
@@ -342,7 +340,9 @@ bool EmbeddedHost::continues_streak(core::Time now) {
 }
 
 void EmbeddedHost::note_poll(core::Time now) {
-  continues_streak(now);
+  static thread_local CoreStep core_step;
+  // Before the poll takes the lock: reading the run delay, and a step, are system calls.
+  if (continues_streak(now)) core_step.poll(now);
   if (polls_.fetch_add(1, std::memory_order_relaxed) + 1 >= kBusyPollStreak) {
     const bool steady = now - streak_start_.load(std::memory_order_relaxed) >= kSteadyPolling;
     polls_steadily_.store(steady, std::memory_order_relaxed);
