@@ -13,6 +13,7 @@
 #include "emulator/host/core_step.hpp"
 #include "emulator/host/loopback_address.hpp"
 #include "emulator/host/short_slice.hpp"
+#include "emulator/host/sibling_activity.hpp"
 #include "emulator/host/spin_budget.hpp"
 #include "emulator/host/thread_pause.hpp"
 #include "emulator/net/udp_backend.hpp"
@@ -405,6 +406,7 @@ void EmbeddedHost::run() {
   slice.use_short();
   const int fd = backend_->fd();
   SpinBudget budget(spin_ns_, steady_now());
+  SiblingActivity siblings;
   bool ready = true;
   while (!stopping_.load()) {
     loops_.fetch_add(1);
@@ -430,7 +432,14 @@ void EmbeddedHost::run() {
       ready = woken || !renewed;
       if (!woken && lease_end <= until) lengthen_steady_lease(renewed);
     } else if (now - lease_end >= kNoSpinAfterLease && budget.keep_spinning(now)) {
-      if (source != nullptr) slice.use_default();
+      // The short slice only where this process's own threads are busy beside it: elsewhere
+      // its yields are for the program that shares its core (sibling_activity.hpp), or for
+      // the daemon's clients, which yield too.
+      if (source != nullptr || !siblings.busy(now)) {
+        slice.use_default();
+      } else {
+        slice.use_short();
+      }
       // The next pass steps at once: its receive asks the socket anyway, and a ppoll first would
       // put a second system call between a packet's arrival and its answer. Only a blocked send
       // waits for POLLOUT here. A polled backend (no fd to ask) is looked at on every pass.

@@ -17,9 +17,11 @@
 // other thread waits until the spinner falls behind in virtual time. softrdmad's clients yield
 // on every empty poll of a CQ ring, so its progress thread spins with the default slice: with
 // one of two ib_send_lat programs on its core it measured 12.2 us one way with the short
-// slice, 8.2 us with the default. An embedded host keeps the short slice throughout: its
-// application may spin on memory without ever yielding (ib_write_lat), and a default-slice
-// yield gave such a spinner the core for its whole slice (ib_write_lat ~130 us -> 2 ms).
+// slice, 8.2 us with the default. An embedded host keeps the short slice while its own
+// application's threads are busy: they may spin on memory without ever yielding
+// (ib_write_lat), and a default-slice yield gave such a spinner the core for its whole slice
+// (ib_write_lat ~130 us -> 2 ms). While they are idle, the spinner beside it is another
+// program's, and it spins with the default slice (sibling_activity.hpp).
 #pragma once
 
 #include <cstdint>
