@@ -9,10 +9,11 @@ machine drift hits all alike; medians.
 
 usage: backend_bench.py SOFTRDMA SOFTRDMAD [--reps N] [--smoke] [--modes a,b,...]
 
-Rows: ib_write_bw 64 KiB (MB/s of 10^6 bytes), ib_send_lat 2 B (typical latency, us) and
-ib_write_bw 64 B (million messages/s). Each row gives every mode's figure and its ratio to the
-row's baseline: embedded for the first two (issue 6: daemon >= 0.9x bandwidth, <= 1.3x
-latency), the udp daemons for 64 B (af_xdp must lead them; memif must lead both).
+Rows: ib_write_bw 64 KiB (MB/s of 10^6 bytes), ib_send_lat, ib_write_lat and ib_read_lat 2 B
+(typical latency, us; READ's a round trip) and ib_write_bw 64 B (million messages/s). Each row
+gives every mode's figure and its ratio to the row's baseline: embedded for bandwidth and
+latency (issue 6: daemon >= 0.9x bandwidth, <= 1.3x latency), the udp daemons for 64 B (af_xdp
+must lead them; memif must lead both).
 Needs root (af_packet, XDP); it makes its own namespaces (10.77.0.x for the programs' TCP,
 10.77.1.x for the dpdk devices) and exits 77 where it cannot. --smoke: one short repetition.
 """
@@ -35,6 +36,10 @@ ROWS = [
     ("ib_write_bw 64 KiB", ["ib_write_bw", "-s", "65536", "-D", "3"], ["ib_write_bw", "-s", "65536", "-D", "1"],
      "bw", "MB/s", "higher", "embedded"),
     ("ib_send_lat 2 B", ["ib_send_lat", "-s", "2", "-n", "5000"], ["ib_send_lat", "-s", "2", "-n", "200"],
+     "lat", "us", "lower", "embedded"),
+    ("ib_write_lat 2 B", ["ib_write_lat", "-s", "2", "-n", "5000"], ["ib_write_lat", "-s", "2", "-n", "200"],
+     "lat", "us", "lower", "embedded"),
+    ("ib_read_lat 2 B", ["ib_read_lat", "-s", "2", "-n", "5000"], ["ib_read_lat", "-s", "2", "-n", "200"],
      "lat", "us", "lower", "embedded"),
     ("ib_write_bw 64 B", ["ib_write_bw", "-s", "64", "-D", "3"], ["ib_write_bw", "-s", "64", "-D", "1"],
      "rate", "Mmsg/s", "higher", "udp"),
