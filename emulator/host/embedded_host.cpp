@@ -501,6 +501,9 @@ bool EmbeddedHost::step(core::Time now) {
 }
 
 bool EmbeddedHost::answers_may_wait(core::Time now, std::size_t received) const {
+  // A daemon's clients poll their CQ rings, not this host (cq_ring.hpp): last_call_ and
+  // last_poll_found_ below are the daemon's own, and say nothing of a client at work.
+  if (work_source_.load() != nullptr) return false;
   if (unsent_.any) return !unsent_.posts && now - unsent_.since < kBusyPollLease;
   // An application whose last poll, less than kSteadyPolling ago, found a completion is at
   // work on it, and likely to post its own answer to what came: an RDMA WRITE without

@@ -383,6 +383,46 @@ TEST_CASE("posts made inside a work source's pull leave together when the pull e
   CHECK(after.udp.tx_gso_datagrams - before.udp.tx_gso_datagrams <= kCount / 2);
 }
 
+// A daemon's host: a work source that never has work, so that the progress thread runs as
+// softrdmad's does between its clients' posts.
+class NoWork final : public host::WorkSource {
+ public:
+  explicit NoWork(Node& n) : n_(n) { n_.host->set_work_source(this); }
+  ~NoWork() override { n_.host->set_work_source(nullptr); }
+  bool pull() override { return false; }
+  bool going_to_sleep() override { return false; }
+  void woke() override {}
+
+ private:
+  Node& n_;
+};
+
+// The rule that keeps a WRITE's ACK for the application's next post reads the application's
+// polls, which a daemon's clients make on their CQ rings: on a daemon's host the ACK leaves in
+// the step that received the WRITE, even right after a post (which alone would make an
+// embedded host's progress thread hold it).
+TEST_CASE("on a daemon's host the progress thread's ACK leaves with the step that received the WRITE",
+          "[host][batching]") {
+  constexpr int kRounds = 20;
+  Node a("127.83.85.1"), b("127.83.85.2");
+  RcPair p(a, b);
+  NoWork daemon(b);
+  fill_pattern(a.buffer, 0, kRounds * kMessage, 85);
+  for (int round = 0; round < kRounds; ++round) {
+    const auto id = static_cast<std::uint64_t>(round);
+    b.post_recv(p.qb, 100 + id, 0, kMessage);  // a verbs call on b just before the WRITE comes
+    const host::HostStats before = b.host->stats();
+    a.post_send(
+        p.qa, remote_wr(WrOpcode::rdma_write, id, {a.sge(id * kMessage, kMessage)}, b.addr(id * kMessage), b.mr.rkey));
+    host::HostStats now = b.host->stats();
+    while (now.udp.rx_packets == before.udp.rx_packets) now = b.host->stats();
+    // One snapshot under the host's lock: the step that received the WRITE has sent its ACK.
+    CHECK(now.udp.tx_packets == before.udp.tx_packets + 1);
+    CHECK(a.wait(a.send_cq, 1).front().status == WcStatus::success);
+  }
+  CHECK(std::memcmp(a.buffer.data(), b.buffer.data(), kRounds * kMessage) == 0);
+}
+
 TEST_CASE("a pull that posts more than one step sends still gets it all sent with nothing else to wake the host",
           "[host][batching]") {
   // Both QPs on one device: the packets loop back and never make its socket readable, and no
