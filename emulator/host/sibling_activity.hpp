@@ -18,15 +18,16 @@ namespace softrdma::host {
 
 class SiblingActivity {
  public:
-  // The clocks are read at most this often: a process's CPU clock is a system call.
-  static constexpr core::Time kMeasureEvery = 1'000'000;  // ns
+  // The clocks are read at most this often. Longer than a scheduler tick (4 ms at HZ=250): the
+  // process's clock has another CPU's running thread's time only as of its last tick or switch.
+  static constexpr core::Time kMeasureEvery = 10'000'000;  // ns
 
   // The other threads ran for `others_cpu` ns within `wall` ns: whether they count as busy
   // (a quarter of one CPU or more).
   static bool busy_share(core::Time others_cpu, core::Time wall) { return others_cpu * 4 >= wall; }
 
-  // Whether the process's other threads were busy over the last measured interval, measuring
-  // again if kMeasureEvery has passed since `now`'s last measurement. Busy until measured once.
+  // Whether the process's other threads were busy over the last measured interval; measures
+  // again once kMeasureEvery has passed since the last measurement. Busy until measured once.
   bool busy(core::Time now) {
     if (measured_at_ != 0 && now - measured_at_ < kMeasureEvery) return busy_;
     const core::Time process = cpu_clock(CLOCK_PROCESS_CPUTIME_ID);
