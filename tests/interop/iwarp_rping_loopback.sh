@@ -8,13 +8,18 @@ RPING=${1:?usage: iwarp_rping_loopback.sh IWARP_RPING SOFTRDMA}
 SOFTRDMA=${2:?usage: iwarp_rping_loopback.sh IWARP_RPING SOFTRDMA}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# tshark's TCP heuristics first: a port some dissector claims (17500 is Dropbox's LAN sync)
+# would otherwise hide the MPA stream from iwarp_mpa_tcp.
+TSHARK=(tshark -o tcp.try_heuristic_first:TRUE --enable-heuristic iwarp_mpa_tcp --disable-protocol rpcordma)
 for crc in "" --crc; do
 	port=$((17200 + RANDOM % 500))
+	while [[ -n $(ss -Hltn "sport = :$port") ]]; do port=$((17200 + RANDOM % 500)); done
 	"$RPING" -s -a 127.83.92.1 -p "$port" -S 100 -v $crc >"$work/server.log" 2>&1 &
 	server=$!
 	for _ in $(seq 100); do [[ -n $(ss -Hltn "sport = :$port") ]] && break; sleep 0.05; done
-	out=$("$RPING" -c -a 127.83.92.1 -b 127.83.92.2 -p "$port" -C 25 -S 100 -v $crc --capture "$work/c.pcap")
-	wait "$server"
+	out=$("$RPING" -c -a 127.83.92.1 -b 127.83.92.2 -p "$port" -C 25 -S 100 -v $crc --capture "$work/c.pcap") ||
+		{ echo "the client failed on port $port (crc '${crc}'):"; echo "$out"; cat "$work/server.log"; exit 1; }
+	wait "$server" || { echo "the server failed on port $port (crc '${crc}'):"; cat "$work/server.log"; exit 1; }
 	pings=$(grep -c '^ping data: rdma-ping-' <<<"$out")
 	[[ $pings == 25 ]] || { echo "client printed $pings pings of 25 (crc '${crc}')"; echo "$out"; exit 1; }
 	grep -q 'server DISCONNECT EVENT' "$work/server.log" || { cat "$work/server.log"; exit 1; }
@@ -24,11 +29,11 @@ for crc in "" --crc; do
 	[[ $summary =~ iwarp=([0-9]+) ]] && ((BASH_REMATCH[1] >= 100)) || { echo "dump saw too few iWARP frames: $summary"; exit 1; }
 	if [[ -n $crc ]]; then [[ $summary =~ mpa_crc_ok=[1-9] ]] || { echo "no FPDU carried a CRC: $summary"; exit 1; }; fi
 	if command -v tshark >/dev/null; then
-		bad=$(tshark -r "$work/c.pcap" -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE --enable-heuristic iwarp_mpa_tcp \
-			--disable-protocol rpcordma -Y '_ws.malformed || _ws.expert.severity >= error' 2>/dev/null | wc -l)
-		((bad == 0)) || { echo "tshark: $bad malformed or erroneous frames"; exit 1; }
-		rdmap=$(tshark -r "$work/c.pcap" --enable-heuristic iwarp_mpa_tcp --disable-protocol rpcordma -Y iwarp_rdma 2>/dev/null | wc -l)
-		((rdmap > 0)) || { echo "tshark decoded no RDMAP"; exit 1; }
+		bad=$("${TSHARK[@]}" -r "$work/c.pcap" -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE \
+			-Y '_ws.malformed || _ws.expert.severity >= error' 2>/dev/null | wc -l)
+		((bad == 0)) || { echo "tshark: $bad malformed or erroneous frames (port $port)"; exit 1; }
+		rdmap=$("${TSHARK[@]}" -r "$work/c.pcap" -Y iwarp_rdma 2>/dev/null | wc -l)
+		((rdmap > 0)) || { echo "tshark decoded no RDMAP (port $port)"; exit 1; }
 	fi
 	echo "iwarp_rping loopback ${crc:-without CRCs}: 25 pings, capture checked ($summary)"
 done
