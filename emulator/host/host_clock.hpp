@@ -18,6 +18,14 @@ inline core::Time steady_now() {
           .count());
 }
 
+// CPU time, in ns, of the calling thread (CLOCK_THREAD_CPUTIME_ID) or its process
+// (CLOCK_PROCESS_CPUTIME_ID): a system call, unlike steady_now().
+inline core::Time cpu_now(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return static_cast<core::Time>(t.tv_sec) * 1'000'000'000 + static_cast<core::Time>(t.tv_nsec);
+}
+
 // `ns` nanoseconds as a timespec: a ppoll timeout, or a timerfd's CLOCK_MONOTONIC time.
 inline timespec to_timespec(std::uint64_t ns) {
   return {static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};

@@ -10,9 +10,8 @@
 // hand that program the core. The process's CPU time less the thread's own tells which.
 #pragma once
 
-#include <time.h>
-
 #include "emulator/core/verbs_types.hpp"
+#include "emulator/host/host_clock.hpp"
 
 namespace softrdma::host {
 
@@ -30,8 +29,8 @@ class SiblingActivity {
   // again once kMeasureEvery has passed since the last measurement. Busy until measured once.
   bool busy(core::Time now) {
     if (measured_at_ != 0 && now - measured_at_ < kMeasureEvery) return busy_;
-    const core::Time process = cpu_clock(CLOCK_PROCESS_CPUTIME_ID);
-    const core::Time thread = cpu_clock(CLOCK_THREAD_CPUTIME_ID);
+    const core::Time process = cpu_now(CLOCK_PROCESS_CPUTIME_ID);
+    const core::Time thread = cpu_now(CLOCK_THREAD_CPUTIME_ID);
     if (measured_at_ != 0) {
       // The thread's clock is read last, so its share may exceed the process's by a little.
       const core::Time own = thread - thread_cpu_;
@@ -45,12 +44,6 @@ class SiblingActivity {
   }
 
  private:
-  static core::Time cpu_clock(clockid_t clock) {
-    timespec ts{};
-    clock_gettime(clock, &ts);
-    return static_cast<core::Time>(ts.tv_sec) * 1'000'000'000 + static_cast<core::Time>(ts.tv_nsec);
-  }
-
   core::Time measured_at_ = 0;
   core::Time process_cpu_ = 0;
   core::Time thread_cpu_ = 0;

@@ -11,12 +11,11 @@
 // thread has no other reason to leave it.
 #pragma once
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 
 #include "emulator/core/verbs_types.hpp"
+#include "emulator/host/host_clock.hpp"
 
 namespace softrdma::host {
 
@@ -40,10 +39,8 @@ class ThreadPause {
 
  private:
   void sample(core::Time now) {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     wall_ = now;
-    cpu_ = static_cast<core::Time>(t.tv_sec) * 1'000'000'000 + static_cast<core::Time>(t.tv_nsec);
+    cpu_ = cpu_now(CLOCK_THREAD_CPUTIME_ID);
   }
 
   std::uint32_t calls_ = 0;

@@ -22,6 +22,24 @@ bool busy_after(SiblingActivity& siblings, std::chrono::milliseconds interval) {
   return siblings.busy(softrdma::host::steady_now());
 }
 
+// Another thread of this process, spinning until destroyed.
+class Spinner {
+ public:
+  Spinner()
+      : thread_([this] {
+          while (!stop_.load(std::memory_order_relaxed)) {
+          }
+        }) {}
+  ~Spinner() {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 TEST_CASE("a quarter of a CPU or more is busy", "[sibling-activity]") {
@@ -40,14 +58,11 @@ TEST_CASE("another thread spinning makes the process busy, its sleeping does not
   SiblingActivity siblings;
   CHECK_FALSE(busy_after(siblings, std::chrono::milliseconds(25)));
 
-  std::atomic<bool> stop{false};
-  std::thread spinner([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
-  const bool busy = busy_after(siblings, std::chrono::milliseconds(25));
-  stop = true;
-  spinner.join();
+  bool busy = false;
+  {
+    Spinner spinner;
+    busy = busy_after(siblings, std::chrono::milliseconds(25));
+  }
   CHECK(busy);
 }
 
@@ -61,20 +76,16 @@ TEST_CASE("within an interval the last answer stands, without reading the clocks
 TEST_CASE("a thread spinning on another CPU without pause reads busy in nearly every interval", "[sibling-activity]") {
   // The process's clock has a thread running elsewhere only as of its last tick: an interval
   // shorter than a tick would often read it idle.
-  std::atomic<bool> stop{false};
-  std::thread spinner([&] {
-    while (!stop.load(std::memory_order_relaxed)) {
-    }
-  });
-  SiblingActivity siblings;
-  siblings.busy(softrdma::host::steady_now());
   int busy = 0;
-  for (int i = 0; i < 10; ++i) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(SiblingActivity::kMeasureEvery) +
-                                std::chrono::milliseconds(1));
-    busy += siblings.busy(softrdma::host::steady_now()) ? 1 : 0;
+  {
+    Spinner spinner;
+    SiblingActivity siblings;
+    siblings.busy(softrdma::host::steady_now());
+    for (int i = 0; i < 10; ++i) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(SiblingActivity::kMeasureEvery) +
+                                  std::chrono::milliseconds(1));
+      busy += siblings.busy(softrdma::host::steady_now()) ? 1 : 0;
+    }
   }
-  stop = true;
-  spinner.join();
   CHECK(busy >= 8);
 }

@@ -12,8 +12,7 @@ trap 'rm -rf "$work"' EXIT
 # would otherwise hide the MPA stream from iwarp_mpa_tcp.
 TSHARK=(tshark -o tcp.try_heuristic_first:TRUE --enable-heuristic iwarp_mpa_tcp --disable-protocol rpcordma)
 for crc in "" --crc; do
-	port=$((17200 + RANDOM % 500))
-	while [[ -n $(ss -Hltn "sport = :$port") ]]; do port=$((17200 + RANDOM % 500)); done
+	while port=$((17200 + RANDOM % 500)) && [[ -n $(ss -Hltn "sport = :$port") ]]; do :; done
 	"$RPING" -s -a 127.83.92.1 -p "$port" -S 100 -v $crc >"$work/server.log" 2>&1 &
 	server=$!
 	for _ in $(seq 100); do [[ -n $(ss -Hltn "sport = :$port") ]] && break; sleep 0.05; done
