@@ -196,13 +196,14 @@ struct Side {
     }
   }
 
-  std::unique_ptr<host::EmbeddedHost> h;
   std::vector<std::uint8_t> buffer;
   std::uint32_t pd = 0, send_cq = 0, recv_cq = 0, qpn = 0;
   core::MrKeys mr;
   std::mutex mutex;
   std::condition_variable cv;
   bool fired = false;
+  // Last, so it is destroyed first: its thread signals the members above until it stops.
+  std::unique_ptr<host::EmbeddedHost> h;
 };
 
 Summary host_pingpong(int iterations, std::chrono::nanoseconds spin, bool events) {

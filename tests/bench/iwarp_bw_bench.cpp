@@ -61,11 +61,12 @@ struct Side {
   int poll(std::vector<core::Wc>& wcs) { return h->poll_cq(cq, wcs); }
 
   std::vector<std::uint8_t> buffer;
-  std::unique_ptr<host::IwarpHost> h;
   std::uint32_t cq = 0, qpn = 0;
   core::MrKeys mr;
   std::mutex mutex;
   std::vector<core::IwarpEvent> events;
+  // Last, so it is destroyed first: its thread delivers events into the members above until it stops.
+  std::unique_ptr<host::IwarpHost> h;
 };
 
 // MB/s (10^6 bytes) of RDMA Writes of `size` bytes, `depth` in flight, for `seconds`; timed

@@ -40,7 +40,7 @@ inline std::unique_ptr<host::EmbeddedHost> start_host(const std::string& ip) { r
 struct Node {
   explicit Node(const std::string& ip, std::size_t buffer_bytes = 4 << 20) : Node(config_at(ip), buffer_bytes) {}
   explicit Node(const host::HostConfig& config, std::size_t buffer_bytes = 4 << 20)
-      : host(start_host(config)), buffer(buffer_bytes) {
+      : buffer(buffer_bytes), host(start_host(config)) {
     host->call([&](core::Device& d, core::Time) {
       pd = *d.alloc_pd();
       send_cq = *d.create_cq(4096);
@@ -86,10 +86,11 @@ struct Node {
     REQUIRE(host->call([&](core::Device& d, core::Time) { return d.post_recv(qpn, r); }) == 0);
   }
 
-  std::unique_ptr<host::EmbeddedHost> host;
   std::vector<std::uint8_t> buffer;  // operator new aligns it for the 8-byte atomics
   std::uint32_t pd = 0, send_cq = 0, recv_cq = 0;
   core::MrKeys mr;
+  // Last, so it is destroyed first: packets still arriving are placed into `buffer`.
+  std::unique_ptr<host::EmbeddedHost> host;
 };
 
 struct RcOptions {

@@ -182,12 +182,13 @@ class Peer {
 
   Options o_;
   std::vector<std::uint8_t> memory_;
-  std::unique_ptr<host::IwarpHost> host_;
   std::uint32_t cq_ = 0, qpn_ = 0;
   core::MrKeys mr_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<core::IwarpEvent> events_;
+  // Last, so it is destroyed first: its thread delivers events into the members above until it stops.
+  std::unique_ptr<host::IwarpHost> host_;
 };
 
 core::TcpEndpoint endpoint(const std::string& address, std::uint16_t port) {
