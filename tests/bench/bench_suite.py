@@ -67,6 +67,10 @@ BW_TARGETS = {("ib_write_bw", 65536): ("ratio", ">=", 1.2), ("ib_read_bw", 65536
 IWARP_SIZE = 65536
 IWARP_TARGET = ("ratio", ">=", 0.8)  # issue 23: iWARP adds framing and CRC to TCP's own copies
 IWARP_LOOP_ADDRS = ("127.83.98.1", "127.83.98.2")  # on loopback each side binds its own
+# perftest -R's server listens on its port twice, for its exchange of parameters and then for
+# the RDMA CM; a client that connects between the two is refused (RDMA_CM_EVENT_REJECTED), and
+# perftest's retry then reuses the IDs it has just destroyed. Such a pair is run again.
+IWARP_PAIR_TRIES = 5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -247,10 +251,15 @@ def perftest(runner, path, program, size, iters, extra=(), iwarp=False):
             head = path.softrdma_run(runner.softrdma, role) + [program, "-d", "srdma0", "-x", "0"]
         return lambda port: head + ["-F", "-p", str(port), "-s", str(size), "-n", str(iters), *extra] + (
             [server_addr] if role == "client" else [])
-    ran = runner.pair(path, f"{program}{'.iwarp' if iwarp else ''}.{size}", argv("server"), argv("client"))
-    if ran is None:
-        return None
-    server, client = ran
+    for _ in range(IWARP_PAIR_TRIES if iwarp else 1):
+        ran = runner.pair(path, f"{program}{'.iwarp' if iwarp else ''}.{size}", argv("server"), argv("client"))
+        if ran is None:
+            return None
+        server, client = ran
+        if not (iwarp and client.rc != 0 and refused_before_listen(client)):
+            break
+        warn(f"{path.name} {program} -R -s {size}: refused before the server listened again; once more")
+        server.stop(signal.SIGKILL)
     server.wait(time.monotonic() + 10)
     result = parse_perftest(client.stdout(), program, size)
     if client.rc != 0 or server.rc != 0 or result is None:
@@ -258,6 +267,12 @@ def perftest(runner, path, program, size, iters, extra=(), iwarp=False):
         return None
     result["cpu"] = server.cpu + client.cpu
     return result
+
+
+def refused_before_listen(client):
+    """Whether perftest's client was refused by a server between its two listens."""
+    with open(client.err_path, errors="replace") as err:
+        return "RDMA_CM_EVENT_REJECTED" in err.read()
 
 
 def rc_pingpong(runner, path, size, events):
