@@ -204,7 +204,7 @@ int EmbeddedHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
   // must receive, and if it sleeps off the socket for a busy-poll lease, wake it.
   const core::Time now = steady_now();
   last_call_.store(0, std::memory_order_relaxed);  // the next poll starts a new streak
-  last_armed_.store(now, std::memory_order_relaxed);
+  arming_.armed(now);
   last_poll_found_.store(true, std::memory_order_relaxed);
   if (app_polls_until_.exchange(0) > now) doorbell_.kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
@@ -252,11 +252,7 @@ std::unique_lock<SpinningMutex> EmbeddedHost::lock_for_call(core::Time now) {
   // a waiter spins through a step's microseconds rather than sleep and then wait for a core.
   // Beside an application asleep on completion events, a spinning waiter takes the core that
   // a woken thread needs.
-  if (now >= last_armed_.load(std::memory_order_relaxed) + kSteadyPolling) {
-    mutex_.spin_lock();
-    return std::unique_lock(mutex_, std::adopt_lock);
-  }
-  return std::unique_lock(mutex_);
+  return mutex_.lock_for(!arming_.lately(now));
 }
 
 void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {

@@ -221,7 +221,7 @@ class EmbeddedHost {
   // burst (ib_send_bw between its polls), whose packets may leave together.
   bool follows_post(core::Time now) const;
   // The lock, for a verbs call or a progress step at `now`: spun for unless the application
-  // armed a CQ within kSteadyPolling (it sleeps on completion events).
+  // armed a CQ lately (it sleeps on completion events).
   std::unique_lock<SpinningMutex> lock_for_call(core::Time now);
   // The progress thread woke at a lease's end: doubles the next steady lease if the application
   // had renewed a steady one, and starts again from the shortest if it had not renewed it.
@@ -271,7 +271,7 @@ class EmbeddedHost {
   std::atomic<core::Time> last_call_{0};
   std::atomic<core::Time> streak_start_{0};  // when the streak's first call was
   std::atomic<bool> last_poll_found_{true};  // the last poll_cq() returned completions
-  std::atomic<core::Time> last_armed_{0};    // the last req_notify_cq()
+  CqArming arming_;
   std::atomic<core::Time> app_polls_until_{0};
   std::atomic<bool> polls_steadily_{false};   // the last lease was a steady one
   std::atomic<core::Time> steady_lease_{0};   // the next steady lease's length; from kSteadyLeaseFirst

@@ -90,7 +90,7 @@ core::Expected<std::uint32_t> IwarpHost::listen(const core::TcpEndpoint& local,
 
 int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
   {
-    std::lock_guard lock(mutex_);
+    const std::unique_lock lock = lock_for_call();
     const int n = device_.poll_cq(cq, out);
     if (n != 0) return n;
     if (!read_and_write_held_back()) return 0;
@@ -102,11 +102,19 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
 }
 
 int IwarpHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
+  arming_.armed(steady_now());
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
 }
 
 int IwarpHost::destroy_qp(std::uint32_t qpn) {
   return call([&](core::Device& d, core::Time) { return d.destroy_qp(qpn); });
+}
+
+std::unique_lock<SpinningMutex> IwarpHost::lock_for_call() {
+  // An application thread that sleeps on the lock is woken onto whichever core the scheduler
+  // picks, often the one its busy-polling peer spins on; unless it sleeps on completion
+  // events anyway, it spins through the progress thread's microseconds instead.
+  return mutex_.lock_for(!arming_.lately(steady_now()));
 }
 
 bool IwarpHost::read_and_write_held_back() {

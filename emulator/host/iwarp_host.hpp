@@ -34,6 +34,7 @@
 #include "emulator/host/host_clock.hpp"
 #include "emulator/host/iwarp_faults.hpp"
 #include "emulator/host/local_memory.hpp"
+#include "emulator/host/spinning_mutex.hpp"
 #include "emulator/net/capture_stage.hpp"
 #include "emulator/net/tcp_socket.hpp"
 #include "emulator/net/tcp_stream_capture.hpp"
@@ -155,6 +156,7 @@ class IwarpHost {
   void take_events();  // into pending_events_ and events_; the lock is held
   void deliver();      // pending_events_ and events_ to the handlers, without the lock
   void kick();
+  std::unique_lock<SpinningMutex> lock_for_call();  // for an application thread's call
   // With a capture file: starts recording `c` (its handshake, with `opener`'s SYN).
   void capture_open(Connection& c, net::TcpSide opener);
 
@@ -162,7 +164,8 @@ class IwarpHost {
   core::Memory& memory_;  // the configured one, or local_memory_
   const core::Gid gid_;
   const std::string address_;
-  std::mutex mutex_;  // guards everything below but the handler, the eventfd and the thread
+  CqArming arming_;
+  SpinningMutex mutex_;  // guards everything below but the handler, the eventfd and the thread
   core::Device device_;
   core::IwarpConnectionManager cm_;
   core::UninitialisedBytes read_buffer_;  // what one recv() takes, whichever thread reads
@@ -195,13 +198,13 @@ auto IwarpHost::call(F&& f) {
   };
   if constexpr (std::is_void_v<decltype(run())>) {
     {
-      std::lock_guard lock(mutex_);
+      const std::unique_lock lock = lock_for_call();
       run();
       after_call();
     }
     events_.deliver();
   } else {
-    std::unique_lock lock(mutex_);
+    std::unique_lock lock = lock_for_call();
     auto result = run();
     after_call();
     lock.unlock();

@@ -9,6 +9,7 @@
 // programs asleep on completion events, a spinning waiter takes the core a woken thread needs.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 
 #include "emulator/host/host_clock.hpp"
@@ -32,9 +33,27 @@ class SpinningMutex {
     } while (steady_now() < until);
     mutex_.lock();
   }
+  // spin_lock() where the application's threads spin anyway, lock() where they sleep.
+  std::unique_lock<SpinningMutex> lock_for(bool application_spins) {
+    if (!application_spins) return std::unique_lock(*this);
+    spin_lock();
+    return std::unique_lock(*this, std::adopt_lock);
+  }
 
  private:
   std::mutex mutex_;
+};
+
+// Whether the application sleeps on completion events: it armed a CQ within kWindow.
+class CqArming {
+ public:
+  static constexpr core::Time kWindow = 1'000'000;  // ns
+
+  void armed(core::Time now) { last_.store(now, std::memory_order_relaxed); }
+  bool lately(core::Time now) const { return now < last_.load(std::memory_order_relaxed) + kWindow; }
+
+ private:
+  std::atomic<core::Time> last_{0};
 };
 
 }  // namespace softrdma::host

@@ -1,6 +1,7 @@
 // SpinningMutex: a spin_lock() waiter whose holder lets go within the spin takes the lock
 // without sleeping, and one whose holder keeps it sleeps rather than spin on; lock() sleeps at
 // once. The thread's own context switch count and CPU time tell (getrusage RUSAGE_THREAD).
+// CqArming: how long an armed CQ says the application sleeps on completion events.
 #include "emulator/host/spinning_mutex.hpp"
 
 #include <sys/resource.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+using softrdma::host::CqArming;
 using softrdma::host::SpinningMutex;
 using softrdma::host::steady_now;
 using namespace std::chrono_literals;
@@ -74,6 +76,27 @@ TEST_CASE("a waiter that takes lock() sleeps though its holder lets go soon", "[
   int slept = 0;
   for (int round = 0; round < kRounds; ++round) slept += voluntary_switches_waiting(5'000, false) > 0 ? 1 : 0;
   CHECK(slept > kRounds / 2);
+}
+
+TEST_CASE("lock_for takes the lock whether the application spins or sleeps", "[host]") {
+  SpinningMutex m;
+  for (const bool spins : {true, false}) {
+    std::unique_lock lock = m.lock_for(spins);
+    CHECK(lock.owns_lock());
+    CHECK_FALSE(m.try_lock());
+  }
+  CHECK(m.try_lock());
+  m.unlock();
+}
+
+TEST_CASE("an armed CQ says the application sleeps for a window, and not before it was armed", "[host]") {
+  CqArming arming;
+  const std::uint64_t t = 5'000'000'000;
+  CHECK_FALSE(arming.lately(t));
+  arming.armed(t);
+  CHECK(arming.lately(t));
+  CHECK(arming.lately(t + CqArming::kWindow - 1));
+  CHECK_FALSE(arming.lately(t + CqArming::kWindow));
 }
 
 TEST_CASE("a waiter whose holder keeps the lock sleeps rather than spin", "[host]") {
