@@ -248,11 +248,8 @@ int EmbeddedHost::carry_out_group_changes() {
 }
 
 std::unique_lock<SpinningMutex> EmbeddedHost::lock_for_call(core::Time now) {
-  // Where the application's threads spin anyway (on a CQ, or on memory as ib_write_lat does),
-  // a waiter spins through a step's microseconds rather than sleep and then wait for a core.
-  // Beside an application asleep on completion events, a spinning waiter takes the core that
-  // a woken thread needs.
-  return mutex_.lock_for(!arming_.lately(now));
+  // The application's threads spin on a CQ, or on memory as ib_write_lat does, unless armed.
+  return mutex_.lock_for(arming_, now);
 }
 
 void EmbeddedHost::set_event_handlers(CqEventHandler on_cq, AsyncEventHandler on_async) {

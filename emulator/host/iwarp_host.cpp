@@ -110,12 +110,7 @@ int IwarpHost::destroy_qp(std::uint32_t qpn) {
   return call([&](core::Device& d, core::Time) { return d.destroy_qp(qpn); });
 }
 
-std::unique_lock<SpinningMutex> IwarpHost::lock_for_call() {
-  // An application thread that sleeps on the lock is woken onto whichever core the scheduler
-  // picks, often the one its busy-polling peer spins on; unless it sleeps on completion
-  // events anyway, it spins through the progress thread's microseconds instead.
-  return mutex_.lock_for(!arming_.lately(steady_now()));
-}
+std::unique_lock<SpinningMutex> IwarpHost::lock_for_call() { return mutex_.lock_for(arming_, steady_now()); }
 
 bool IwarpHost::read_and_write_held_back() {
   bool acted = false;

@@ -7,6 +7,7 @@
 // second on the host lock). Where threads spin anyway, a waiter takes the lock with
 // spin_lock(), spinning for about as long as a step holds it. lock() sleeps at once: beside
 // programs asleep on completion events, a spinning waiter takes the core a woken thread needs.
+// lock_for() chooses between them for an application's call (both hosts take their lock so).
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,18 @@
 #include "emulator/host/host_clock.hpp"
 
 namespace softrdma::host {
+
+// Whether the application sleeps on completion events: it armed a CQ within kWindow.
+class CqArming {
+ public:
+  static constexpr core::Time kWindow = 1'000'000;  // ns
+
+  void armed(core::Time now) { last_.store(now, std::memory_order_relaxed); }
+  bool lately(core::Time now) const { return now < last_.load(std::memory_order_relaxed) + kWindow; }
+
+ private:
+  std::atomic<core::Time> last_{0};
+};
 
 class SpinningMutex {
  public:
@@ -33,27 +46,17 @@ class SpinningMutex {
     } while (steady_now() < until);
     mutex_.lock();
   }
-  // spin_lock() where the application's threads spin anyway, lock() where they sleep.
-  std::unique_lock<SpinningMutex> lock_for(bool application_spins) {
-    if (!application_spins) return std::unique_lock(*this);
+  // For an application thread's call at `now`: spin_lock() where its threads spin anyway (a
+  // thread asleep on the lock is woken onto whichever core the scheduler picks, often one its
+  // busy-polling peer spins on), lock() where it armed a CQ lately and sleeps on its events.
+  std::unique_lock<SpinningMutex> lock_for(const CqArming& arming, core::Time now) {
+    if (arming.lately(now)) return std::unique_lock(*this);
     spin_lock();
     return std::unique_lock(*this, std::adopt_lock);
   }
 
  private:
   std::mutex mutex_;
-};
-
-// Whether the application sleeps on completion events: it armed a CQ within kWindow.
-class CqArming {
- public:
-  static constexpr core::Time kWindow = 1'000'000;  // ns
-
-  void armed(core::Time now) { last_.store(now, std::memory_order_relaxed); }
-  bool lately(core::Time now) const { return now < last_.load(std::memory_order_relaxed) + kWindow; }
-
- private:
-  std::atomic<core::Time> last_{0};
 };
 
 }  // namespace softrdma::host

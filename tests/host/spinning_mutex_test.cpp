@@ -80,8 +80,11 @@ TEST_CASE("a waiter that takes lock() sleeps though its holder lets go soon", "[
 
 TEST_CASE("lock_for takes the lock whether the application spins or sleeps", "[host]") {
   SpinningMutex m;
-  for (const bool spins : {true, false}) {
-    std::unique_lock lock = m.lock_for(spins);
+  CqArming spins, sleeps;
+  const std::uint64_t now = steady_now();
+  sleeps.armed(now);
+  for (const CqArming* arming : {&spins, &sleeps}) {
+    std::unique_lock lock = m.lock_for(*arming, now);
     CHECK(lock.owns_lock());
     CHECK_FALSE(m.try_lock());
   }
