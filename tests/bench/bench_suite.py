@@ -251,12 +251,12 @@ def perftest(runner, path, program, size, iters, extra=(), iwarp=False):
             head = path.softrdma_run(runner.softrdma, role) + [program, "-d", "srdma0", "-x", "0"]
         return lambda port: head + ["-F", "-p", str(port), "-s", str(size), "-n", str(iters), *extra] + (
             [server_addr] if role == "client" else [])
-    for _ in range(IWARP_PAIR_TRIES if iwarp else 1):
+    for tries_left in reversed(range(IWARP_PAIR_TRIES if iwarp else 1)):
         ran = runner.pair(path, f"{program}{'.iwarp' if iwarp else ''}.{size}", argv("server"), argv("client"))
         if ran is None:
             return None
         server, client = ran
-        if not (iwarp and client.rc != 0 and refused_before_listen(client)):
+        if tries_left == 0 or not (client.rc != 0 and refused_before_listen(client)):
             break
         warn(f"{path.name} {program} -R -s {size}: refused before the server listened again; once more")
         server.stop(signal.SIGKILL)
