@@ -93,7 +93,10 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
     const std::unique_lock lock = lock_for_call();
     const int n = device_.poll_cq(cq, out);
     if (n != 0) return n;
-    if (!read_and_write_held_back()) return 0;
+    if (!read_and_write_held_back()) {
+      lease_.empty_poll(steady_now());
+      return 0;
+    }
     after_call();
   }
   events_.deliver();
@@ -102,7 +105,10 @@ int IwarpHost::poll_cq(std::uint32_t cq, std::span<core::Wc> out) {
 }
 
 int IwarpHost::req_notify_cq(std::uint32_t cq, bool solicited_only) {
-  arming_.armed(steady_now());
+  const core::Time now = steady_now();
+  arming_.armed(now);
+  // From now on the progress thread receives: wake it if it sleeps off the connections' bytes.
+  if (lease_.end(now)) kick();
   return call([&](core::Device& d, core::Time) { return d.req_notify_cq(cq, solicited_only); });
 }
 
@@ -445,7 +451,7 @@ void IwarpHost::service(const std::vector<pollfd>& fds, const std::vector<std::u
       continue;
     }
     if (fds[i].revents & POLLOUT) flush(owners[i], c);
-    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read(owners[i], c);
+    if (fds[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) read(owners[i], c);
   }
 }
 
@@ -455,11 +461,14 @@ void IwarpHost::run() {
   while (!stopping_) {
     fds.assign(1, pollfd{wake_fd_.get(), POLLIN, 0});
     owners.assign(1, 0);
-    std::optional<core::Time> due;  // of the first delayed FPDU
+    std::optional<core::Time> due;  // of the first delayed FPDU, or the busy-poll lease's end
     {
       std::lock_guard lock(mutex_);
       settle();
       due = next_due();
+      const core::Time lease_end = lease_.until();
+      const bool leased = steady_now() < lease_end;
+      if (leased) due = std::min(due.value_or(lease_end), lease_end);
       for (const auto& [handle, fd] : listeners_) {
         fds.push_back({fd.get(), POLLIN, 0});
         owners.push_back(handle | kListenerBit);
@@ -467,7 +476,9 @@ void IwarpHost::run() {
       for (auto& [id, c] : connections_) {
         const bool wants_out = c.connecting || c.holds_back();
         c.room_awaited = wants_out || !c.held.empty();
-        fds.push_back({c.fd.get(), static_cast<short>(POLLIN | (wants_out ? POLLOUT : 0)), 0});
+        // In a lease only its end: the peer's FIN (POLLRDHUP); the application reads the FPDUs.
+        const short in = leased && cm_.carries_fpdus(id) ? POLLRDHUP : POLLIN;
+        fds.push_back({c.fd.get(), static_cast<short>(in | (wants_out ? POLLOUT : 0)), 0});
         owners.push_back(id);
       }
     }

@@ -34,6 +34,7 @@
 #include "emulator/host/host_clock.hpp"
 #include "emulator/host/iwarp_faults.hpp"
 #include "emulator/host/local_memory.hpp"
+#include "emulator/host/poll_lease.hpp"
 #include "emulator/host/spinning_mutex.hpp"
 #include "emulator/net/capture_stage.hpp"
 #include "emulator/net/tcp_socket.hpp"
@@ -87,8 +88,9 @@ class IwarpHost {
   // Device::poll_cq; when it finds nothing, the caller also reads the FPDUs its established
   // connections hold and writes what full sockets held back, and polls again if that did
   // something: an application spinning on its CQ moves its own bytes instead of competing for
-  // the CPU with the progress thread that would. Connections still open and end on the
-  // progress thread alone.
+  // the CPU with the progress thread that would; a run of such polls keeps the progress thread
+  // off those bytes (poll_lease.hpp). Connections still open and end on the progress thread
+  // alone.
   int poll_cq(std::uint32_t cq, std::span<core::Wc> out);
   int req_notify_cq(std::uint32_t cq, bool solicited_only);
   int destroy_qp(std::uint32_t qpn);
@@ -165,6 +167,7 @@ class IwarpHost {
   const core::Gid gid_;
   const std::string address_;
   CqArming arming_;
+  PollLease lease_;
   SpinningMutex mutex_;  // guards everything below but the handler, the eventfd and the thread
   core::Device device_;
   core::IwarpConnectionManager cm_;

@@ -83,8 +83,8 @@ inline core::TcpEndpoint endpoint(const std::string& ip, std::uint16_t port) {
 }
 
 // Connects client's QP to server's through their CMs (server listening on `service`), and
-// waits until both have it established.
-inline void connect_nodes(IwarpNode& server, IwarpNode& client, const core::TcpEndpoint& service) {
+// waits until both have it established; the client's connection ID.
+inline std::uint32_t connect_nodes(IwarpNode& server, IwarpNode& client, const core::TcpEndpoint& service) {
   REQUIRE(server.h->listen(service).ok());
   core::MpaOffer offer;
   offer.ird = offer.ord = 4;
@@ -96,7 +96,9 @@ inline void connect_nodes(IwarpNode& server, IwarpNode& client, const core::TcpE
     return cm.accept(request.id, server.qpn, offer);
   }) == 0);
   REQUIRE(server.next_event().type == core::IwarpEventType::established);
-  REQUIRE(client.next_event().type == core::IwarpEventType::established);
+  const core::IwarpEvent established = client.next_event();
+  REQUIRE(established.type == core::IwarpEventType::established);
+  return established.id;
 }
 
 }  // namespace test

@@ -3,6 +3,7 @@
 // of a megabyte over real sockets, and the disconnect.
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -13,6 +14,7 @@ namespace {
 
 using namespace test;
 using core::IwarpEventType;
+using namespace std::chrono_literals;
 
 }  // namespace
 
@@ -124,4 +126,71 @@ TEST_CASE("a stream of RDMA Writes larger than the host's buffers keeps flowing 
     REQUIRE(wc.status == core::WcStatus::success);
     REQUIRE(wc.wr_id == static_cast<std::uint64_t>(done));
   }
+}
+
+namespace {
+
+// Polls `node`'s CQ without pause, as perftest does, until `done()` holds or two seconds pass;
+// whether it held. Every poll finds nothing, so the node holds its busy-poll lease throughout.
+template <class F>
+bool busy_poll_until(IwarpNode& node, F&& done) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  core::Wc wc;
+  while (!done()) {
+    if (node.h->poll_cq(node.cq, {&wc, 1}) != 0 || std::chrono::steady_clock::now() > end) return false;
+  }
+  return true;
+}
+
+// Busy-polls `server` for 5 ms, with an RDMA Write from `client` arriving in the middle: it
+// wakes the server's progress thread, which then waits as the lease says (a thread asleep since
+// before the lease began still waits for the bytes too).
+void hold_lease(IwarpNode& server, IwarpNode& client) {
+  const auto for_ms = [&](int ms) {
+    const auto start = std::chrono::steady_clock::now();
+    return busy_poll_until(server, [&] { return std::chrono::steady_clock::now() - start > ms * 1ms; });
+  };
+  REQUIRE(for_ms(2));
+  core::SendWr write;
+  write.opcode = core::WrOpcode::rdma_write;
+  write.sg_list = {{client.addr(1 << 20), 64, client.mr.lkey}};
+  write.remote_addr = server.addr(1 << 20);
+  write.rkey = server.mr.rkey;
+  REQUIRE(client.post(write) == 0);
+  REQUIRE(for_ms(3));
+}
+
+bool has_event(IwarpEvents& node) {
+  std::lock_guard lock(node.mutex);
+  return !node.events.empty();
+}
+
+}  // namespace
+
+TEST_CASE("a busy-polling application's connection still ends when its peer closes it", "[iwarp]") {
+  // In its lease the progress thread leaves the FPDUs to the polling application, which does
+  // not read a connection's end: the FIN must still reach the CM.
+  IwarpNode server("127.83.90.7"), client("127.83.90.8");
+  const std::uint32_t client_id = connect_nodes(server, client, endpoint("127.83.90.7", 17177));
+  hold_lease(server, client);
+  REQUIRE(client.h->call([&](core::Device&, core::IwarpConnectionManager& cm) { return cm.disconnect(client_id); }) ==
+          0);
+  CHECK(busy_poll_until(server, [&] { return has_event(server); }));
+  CHECK(server.next_event().type == IwarpEventType::disconnected);
+}
+
+TEST_CASE("an RDMA Write that arrives after the application stopped polling is placed", "[iwarp]") {
+  // ib_write_lat's shape: the target polls, then spins on its buffer with no verbs call, and
+  // only the progress thread can place the Write once the lease has run out.
+  IwarpNode server("127.83.90.9"), client("127.83.90.10");
+  connect_nodes(server, client, endpoint("127.83.90.9", 17178));
+  hold_lease(server, client);
+  std::memset(client.buffer.data(), 0x5a, 64);
+  core::SendWr write;
+  write.opcode = core::WrOpcode::rdma_write;
+  write.sg_list = {{client.addr(0), 64, client.mr.lkey}};
+  write.remote_addr = server.addr(0);
+  write.rkey = server.mr.rkey;
+  REQUIRE(client.post(write) == 0);
+  CHECK(test::eventually([&] { return std::memcmp(server.buffer.data(), client.buffer.data(), 64) == 0; }));
 }
