@@ -4,10 +4,13 @@
 // (as a program sleeping on a completion channel, or perftest's WRITE responder that only the
 // device's own thread can serve); and a busy-polling stream for bandwidth. With --acked each
 // message travels with a second, ACK-sized datagram, as a reliable connection's SEND and the
-// ACK of the peer's last one do: the kernel's floor for that exchange.
+// ACK of the peer's last one do: the kernel's floor for that exchange. With --roce-calls each
+// end calls the socket as softrdma's UDP backend does (unconnected, with control messages),
+// which tells what those calls cost beside a connected socket's send and recv.
 //
-//   udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--stream]
-//   udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--acked] [--stream [-t SECONDS]]
+//   udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--roce-calls] [--stream]
+//   udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--acked] [--roce-calls]
+//                [--stream [-t SECONDS]]
 //
 // The server serves one client and exits. The client prints one result line of key=value pairs
 // (one_way_typical_us, one_way_avg_us, rtt_typical_us, rtt_avg_us... or mb_per_s, msg_per_s).
@@ -15,6 +18,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -41,9 +45,10 @@ constexpr std::size_t kAckBytes = 20;          // a RoCE ACK's UDP payload: BTH,
 constexpr int kWarmup = 100;                   // round trips not measured, as perftest's
 constexpr std::chrono::seconds kPatience{10};  // the longest wait for the peer's next datagram
 constexpr char kUsage[] =
-    "usage: udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--stream]\n"
+    "usage: udp_pingpong --server [--bind ADDR] [-p PORT] [--mode busy|sleep] [--acked] [--roce-calls]\n"
+    "                    [--stream]\n"
     "       udp_pingpong ADDR [-p PORT] [-s BYTES] [-n ITERS] [--mode busy|sleep] [--acked]\n"
-    "                    [--stream [-t SECONDS]]\n"
+    "                    [--roce-calls] [--stream [-t SECONDS]]\n"
     "\n"
     "A UDP ping-pong (or, with --stream, a one-way stream) between a server and a client, the\n"
     "kernel's baseline of the same shape as perftest's tests:\n"
@@ -52,6 +57,10 @@ constexpr char kUsage[] =
     "  --acked       ping-pong: each message leaves with a 20-byte datagram in one sendmmsg,\n"
     "                and each end waits for both (an RC SEND and the ACK of the peer's last);\n"
     "                give it to both ends\n"
+    "  --roce-calls  ping-pong: each end calls the socket as softrdma's UDP backend does:\n"
+    "                unconnected, with DF, sendmmsg with the address and IP_TOS and IP_TTL\n"
+    "                control messages, recvmmsg with the sender's address and SO_RXQ_OVFL and\n"
+    "                UDP_GRO control messages; give it to both ends\n"
     "  -s BYTES      datagram payload, 1..65507 (default 2); above the path's MTU the kernel\n"
     "                fragments each datagram into IP fragments\n"
     "  -n ITERS      measured round trips (default 10000), after 100 unmeasured ones\n"
@@ -73,7 +82,7 @@ constexpr char kUsage[] =
 }
 
 struct Options {
-  bool server = false, busy = true, stream = false, acked = false;
+  bool server = false, busy = true, stream = false, acked = false, roce_calls = false;
   std::string addr;
   std::string port = "18515";
   std::size_t size = 2;
@@ -122,6 +131,8 @@ Options parse(int argc, char** argv) {
       o.stream = true;
     } else if (a == "--acked") {
       o.acked = true;
+    } else if (a == "--roce-calls") {
+      o.roce_calls = true;
     } else if (!a.empty() && a[0] != '-' && o.addr.empty()) {
       o.addr = a;
     } else {
@@ -130,6 +141,7 @@ Options parse(int argc, char** argv) {
   }
   if (!o.server && o.addr.empty()) usage_error("give the server's address, or --server");
   if (o.acked && o.stream) usage_error("--acked is for the ping-pong, not --stream");
+  if (o.roce_calls && o.stream) usage_error("--roce-calls is for the ping-pong, not --stream");
   return o;
 }
 
@@ -142,6 +154,26 @@ addrinfo* resolve(const std::string& addr, const std::string& port, bool passive
   if (const int err = getaddrinfo(addr.empty() ? nullptr : addr.c_str(), port.c_str(), &hints, &found); err != 0)
     fail("cannot use address '" + addr + "': " + gai_strerror(err));
   return found;
+}
+
+// How an end calls its socket: connected, with send and recv; or (--roce-calls) unconnected,
+// every datagram addressed and sent with control messages, as softrdma's UDP backend does.
+struct Calls {
+  bool roce = false;
+  sockaddr_storage peer{};  // --roce-calls: where every datagram goes
+  socklen_t peer_len = 0;
+};
+
+// The socket options the backend sets that change the calls' path (udp_backend.cpp): DF (the
+// IPv4 ID stays 0), no UDP checksum, the drop count and coalesced datagrams on receive.
+void set_roce_options(int fd, int family) {
+  const int on = 1, dont_fragment = IP_PMTUDISC_DO;
+  if (family == AF_INET) {
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &dont_fragment, sizeof dont_fragment);
+    setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &on, sizeof on);
+  }
+  setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &on, sizeof on);
+  setsockopt(fd, SOL_UDP, UDP_GRO, &on, sizeof on);
 }
 
 int open_socket(const addrinfo* a, bool busy) {
@@ -170,27 +202,64 @@ ssize_t receive(int fd, std::vector<char>& buffer) {
   }
 }
 
+// Room for the control messages of one datagram, aligned for cmsghdr.
+struct Control {
+  alignas(cmsghdr) char bytes[CMSG_SPACE(sizeof(int)) * 2];
+};
+
+// Appends an int control message to `h`, whose msg_control has room for it.
+void add_int_cmsg(msghdr& h, int level, int type, int value) {
+  auto* c = reinterpret_cast<cmsghdr*>(static_cast<char*>(h.msg_control) + h.msg_controllen);
+  c->cmsg_level = level;
+  c->cmsg_type = type;
+  c->cmsg_len = CMSG_LEN(sizeof value);
+  std::memcpy(CMSG_DATA(c), &value, sizeof value);
+  h.msg_controllen += CMSG_SPACE(sizeof value);
+}
+
 // The two headers of a message and its ACK-sized datagram, one buffer each, for sendmmsg or
-// recvmmsg.
-std::array<mmsghdr, 2> headers_of(std::array<iovec, 2>& iov) {
+// recvmmsg. With --roce-calls a send names the peer and carries TOS and TTL, and a receive
+// takes the sender's address and the control messages, as the backend's calls do.
+struct Headers {
   std::array<mmsghdr, 2> m{};
-  for (std::size_t i = 0; i < m.size(); ++i) {
-    m[i].msg_hdr.msg_iov = &iov[i];
-    m[i].msg_hdr.msg_iovlen = 1;
+  std::array<sockaddr_storage, 2> from{};
+  std::array<Control, 2> control{};
+};
+
+void prepare(Headers& h, std::array<iovec, 2>& iov, const Calls& calls, bool sending) {
+  for (std::size_t i = 0; i < h.m.size(); ++i) {
+    msghdr& m = h.m[i].msg_hdr;
+    m.msg_iov = &iov[i];
+    m.msg_iovlen = 1;
+    if (!calls.roce) continue;
+    m.msg_control = h.control[i].bytes;
+    if (sending) {
+      m.msg_name = const_cast<sockaddr_storage*>(&calls.peer);
+      m.msg_namelen = calls.peer_len;
+      const bool v4 = calls.peer.ss_family == AF_INET;
+      add_int_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TOS : IPV6_TCLASS, 0);
+      add_int_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TTL : IPV6_HOPLIMIT, 64);
+    } else {
+      m.msg_name = &h.from[i];
+      m.msg_namelen = sizeof h.from[i];
+      m.msg_controllen = sizeof h.control[i].bytes;
+    }
   }
-  return m;
 }
 
 // A message and, with --acked, the datagram behind it (one recvmmsg takes both when both are
 // there, as the engine's receive does); the message's size. The end marker comes alone.
-ssize_t receive_message(int fd, std::vector<char>& buffer, bool acked) {
-  if (!acked) return receive(fd, buffer);
+ssize_t receive_message(int fd, std::vector<char>& buffer, bool acked, const Calls& calls) {
+  if (!acked && !calls.roce) return receive(fd, buffer);
   std::array<char, kAckBytes + 1> ack{};
   std::array<iovec, 2> iov{{{buffer.data(), buffer.size()}, {ack.data(), ack.size()}}};
-  std::array<mmsghdr, 2> m = headers_of(iov);
+  Headers h;
+  prepare(h, iov, calls, false);
+  std::array<mmsghdr, 2>& m = h.m;
+  const unsigned want = acked ? 2 : 1;
   const Clock::time_point give_up = Clock::now() + kPatience;
-  for (unsigned got = 0; got < m.size();) {
-    const int n = recvmmsg(fd, &m[got], static_cast<unsigned>(m.size()) - got, MSG_WAITFORONE, nullptr);
+  for (unsigned got = 0; got < want;) {
+    const int n = recvmmsg(fd, &m[got], want - got, MSG_WAITFORONE, nullptr);
     if (n > 0) {
       got += static_cast<unsigned>(n);
       if (m[0].msg_len == 0) return 0;
@@ -213,13 +282,16 @@ void send_all(int fd, const char* data, std::size_t size) {
 
 // A message and, with --acked, the ACK-sized datagram behind it, in one system call as the
 // engine sends a SEND with the ACK it held for it. The end marker (empty) leaves alone.
-void send_message(int fd, const char* data, std::size_t size, bool acked) {
-  if (!acked || size == 0) return send_all(fd, data, size);
+void send_message(int fd, const char* data, std::size_t size, bool acked, const Calls& calls) {
+  if ((!acked || size == 0) && !calls.roce) return send_all(fd, data, size);
   static const std::array<char, kAckBytes> ack{};
   std::array<iovec, 2> iov{{{const_cast<char*>(data), size}, {const_cast<char*>(ack.data()), ack.size()}}};
-  std::array<mmsghdr, 2> m = headers_of(iov);
-  for (unsigned sent = 0; sent < m.size();) {
-    const int n = sendmmsg(fd, &m[sent], static_cast<unsigned>(m.size()) - sent, 0);
+  Headers h;
+  prepare(h, iov, calls, true);
+  std::array<mmsghdr, 2>& m = h.m;
+  const unsigned count = acked && size != 0 ? 2 : 1;
+  for (unsigned sent = 0; sent < count;) {
+    const int n = sendmmsg(fd, &m[sent], count - sent, 0);
     if (n > 0) {
       sent += static_cast<unsigned>(n);
     } else if (!may_retry(errno)) {
@@ -236,6 +308,7 @@ struct StreamReport {
 int serve(const Options& o) {
   addrinfo* a = resolve(o.addr, o.port, true);
   const int fd = open_socket(a, o.busy);
+  if (o.roce_calls) set_roce_options(fd, a->ai_family);
   if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) fail("bind " + o.addr + ":" + o.port + ": " + std::strerror(errno));
   freeaddrinfo(a);
   std::vector<char> buffer(kUdpMax + 1);
@@ -250,17 +323,21 @@ int serve(const Options& o) {
     if (Clock::now() > give_up) fail("no client came in a minute");
   }
   const Clock::time_point first = Clock::now();
-  if (connect(fd, reinterpret_cast<sockaddr*>(&peer), peer_len) != 0)
+  Calls calls;
+  if (o.roce_calls) {
+    calls = {true, peer, peer_len};
+  } else if (connect(fd, reinterpret_cast<sockaddr*>(&peer), peer_len) != 0) {
     fail(std::string("connect: ") + std::strerror(errno));
+  }
   if (!o.stream) {
     if (o.acked && n > 0) {  // the first message's own datagram behind it
       std::vector<char> ack(kAckBytes + 1);
       receive(fd, ack);
     }
     for (;;) {  // echo until the client's empty datagram, which is echoed too
-      send_message(fd, buffer.data(), static_cast<std::size_t>(n), o.acked);
+      send_message(fd, buffer.data(), static_cast<std::size_t>(n), o.acked, calls);
       if (n == 0) return 0;
-      n = receive_message(fd, buffer, o.acked);
+      n = receive_message(fd, buffer, o.acked, calls);
     }
   }
   StreamReport report{0, 0, 0};
@@ -277,28 +354,28 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[std::min(sorted.size() - 1, static_cast<std::size_t>(p * static_cast<double>(sorted.size())))];
 }
 
-void ping_pong(int fd, const Options& o) {
+void ping_pong(int fd, const Options& o, const Calls& calls) {
   std::vector<char> message(o.size, 'p'), buffer(kUdpMax + 1);
   std::vector<double> rtt_us;
   rtt_us.reserve(static_cast<std::size_t>(o.iters));
   for (long i = 0; i < kWarmup + o.iters; ++i) {
     const Clock::time_point start = Clock::now();
-    send_message(fd, message.data(), message.size(), o.acked);
-    const ssize_t n = receive_message(fd, buffer, o.acked);
+    send_message(fd, message.data(), message.size(), o.acked, calls);
+    const ssize_t n = receive_message(fd, buffer, o.acked, calls);
     const Clock::time_point end = Clock::now();
     if (static_cast<std::size_t>(n) != o.size)
       fail("the server answered " + std::to_string(n) + " bytes to " + std::to_string(o.size));
     if (i >= kWarmup) rtt_us.push_back(std::chrono::duration<double, std::micro>(end - start).count());
   }
-  send_all(fd, nullptr, 0);
+  send_message(fd, nullptr, 0, false, calls);
   receive(fd, buffer);  // the server's echo of the end: it has left
   const double mean = std::accumulate(rtt_us.begin(), rtt_us.end(), 0.0) / static_cast<double>(rtt_us.size());
   std::sort(rtt_us.begin(), rtt_us.end());
   const double median = percentile(rtt_us, 0.5);
-  std::printf("udp_pingpong mode=%s acked=%d size=%zu iters=%ld one_way_typical_us=%.2f one_way_avg_us=%.2f "
-              "rtt_typical_us=%.2f rtt_avg_us=%.2f rtt_p99_us=%.2f rtt_max_us=%.2f\n",
-              o.busy ? "busy" : "sleep", o.acked ? 1 : 0, o.size, o.iters, median / 2, mean / 2, median, mean,
-              percentile(rtt_us, 0.99), rtt_us.back());
+  std::printf("udp_pingpong mode=%s acked=%d roce_calls=%d size=%zu iters=%ld one_way_typical_us=%.2f "
+              "one_way_avg_us=%.2f rtt_typical_us=%.2f rtt_avg_us=%.2f rtt_p99_us=%.2f rtt_max_us=%.2f\n",
+              o.busy ? "busy" : "sleep", o.acked ? 1 : 0, o.roce_calls ? 1 : 0, o.size, o.iters, median / 2, mean / 2,
+              median, mean, percentile(rtt_us, 0.99), rtt_us.back());
 }
 
 void stream(int fd, const Options& o) {
@@ -333,12 +410,20 @@ void stream(int fd, const Options& o) {
 int client(const Options& o) {
   addrinfo* a = resolve(o.addr, o.port, false);
   const int fd = open_socket(a, o.busy || o.stream);
-  if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) fail("connect " + o.addr + ": " + std::strerror(errno));
+  Calls calls;
+  if (o.roce_calls) {
+    set_roce_options(fd, a->ai_family);
+    calls.roce = true;
+    std::memcpy(&calls.peer, a->ai_addr, a->ai_addrlen);
+    calls.peer_len = a->ai_addrlen;
+  } else if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+    fail("connect " + o.addr + ": " + std::strerror(errno));
+  }
   freeaddrinfo(a);
   if (o.stream) {
     stream(fd, o);
   } else {
-    ping_pong(fd, o);
+    ping_pong(fd, o, calls);
   }
   return 0;
 }
