@@ -53,7 +53,7 @@ RC_PINGPONG = """\
 4000 bytes in 0.01 seconds = 2.16 Mbit/sec
 1000 iters in 0.01 seconds = 14.84 usec/iter
 """
-UDP_PP = ("udp_pingpong mode=busy acked=0 size=2 iters=5000 one_way_typical_us=1.43 one_way_avg_us=5.30 rtt_typical_us=2.87 "
+UDP_PP = ("udp_pingpong mode=busy acked=0 roce_calls=0 size=2 iters=5000 one_way_typical_us=1.43 one_way_avg_us=5.30 rtt_typical_us=2.87 "
           "rtt_avg_us=10.59 rtt_p99_us=3.89 rtt_max_us=8024.14\n")
 UDP_STREAM = "udp_pingpong mode=stream size=64 sent=301568 received=301568 lost=0 mb_per_s=19.2 msg_per_s=299536\n"
 
@@ -132,7 +132,9 @@ def main(argv):
                 ("ib_send_lat 2 B t_avg", "its t_typical", "<= 1.5x"),
                 ("ibv_rc_pingpong 2 B (round trip, mean)", "UDP busy-poll round trip 2 B", "<= 1.5x"),
                 ("ib_send_lat 2 B, ACK floor", "UDP busy-poll one way 2 B + ACK", ""),
-                ("ibv_rc_pingpong 2 B (round trip, mean), ACK floor", "UDP busy-poll round trip 2 B + ACK", "")):
+                ("ibv_rc_pingpong 2 B (round trip, mean), ACK floor", "UDP busy-poll round trip 2 B + ACK", ""),
+                ("ib_read_lat 2 B (round trip), socket-call floor",
+                 "UDP busy-poll round trip 2 B in the backend's calls", "")):
             row = rows.get(name, {})
             try:
                 ok = float(row.get("ratio") or "nan") > 0

@@ -297,13 +297,16 @@ def rc_pingpong(runner, path, size, events):
     return result
 
 
-def udp_pingpong(runner, path, mode, size, stream=False, acked=False):
+def udp_pingpong(runner, path, mode, size, stream=False, acked=False, roce_calls=False):
     """The project's UDP baseline of the same shape (udp_pingpong.cpp): a ping-pong whose ends
     busy-poll or sleep, or a busy-polling stream; acked, each message with an ACK-sized
-    datagram behind it (the kernel's floor for an RC SEND and the ACK it carries back)."""
+    datagram behind it (the kernel's floor for an RC SEND and the ACK it carries back);
+    roce_calls, the socket called as softrdma's UDP backend calls it (the floor of those calls)."""
     size = min(size, UDP_MAX)
-    extra = ["--mode", mode] + (["--stream"] if stream else []) + (["--acked"] if acked else [])
-    ran = runner.pair(path, f"udp_pingpong.{'stream' if stream else mode}{'.acked' if acked else ''}.{size}",
+    extra = (["--mode", mode] + (["--stream"] if stream else []) + (["--acked"] if acked else []) +
+             (["--roce-calls"] if roce_calls else []))
+    kind = ("stream" if stream else mode) + (".acked" if acked else "") + (".roce_calls" if roce_calls else "")
+    ran = runner.pair(path, f"udp_pingpong.{kind}.{size}",
                       lambda port: [runner.udp_pingpong, "--server", "--bind", path.server_addr, "-p", str(port),
                                     *extra],
                       lambda port: [runner.udp_pingpong, path.server_addr, "-p", str(port), "-s", str(size),
@@ -453,6 +456,8 @@ def plan(args):
             (("pt", "ib_send_lat", 2), lambda r, p: perftest(r, p, "ib_send_lat", 2, 100)),
             (("udp", "busy", 2), lambda r, p: udp_pingpong(r, p, "busy", 2)),
             (("udp", "busy_acked", 2), lambda r, p: udp_pingpong(r, p, "busy", 2, acked=True)),
+            (("pt", "ib_read_lat", 2), lambda r, p: perftest(r, p, "ib_read_lat", 2, 100)),
+            (("udp", "busy_roce_calls", 2), lambda r, p: udp_pingpong(r, p, "busy", 2, roce_calls=True)),
             (("rc_pp", "poll", 2), lambda r, p: rc_pingpong(r, p, 2, False)),
         ]))
         return groups
@@ -467,6 +472,7 @@ def plan(args):
             (("udp", "sleep", size), lambda r, p, s=size: udp_pingpong(r, p, "sleep", s)),
             (("qperf", "udp_lat", size), lambda r, p, u=min(size, UDP_MAX): qperf(r, p, "udp_lat", u)),
             (("pt", "ib_read_lat", size), lambda r, p, s=size: perftest(r, p, "ib_read_lat", s, LAT_ITERS)),
+            (("udp", "busy_roce_calls", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s, roce_calls=True)),
             (("qperf", "tcp_lat", size), lambda r, p, s=size: qperf(r, p, "tcp_lat", s)),
         ]
         if size in PINGPONG_SIZES:
@@ -595,7 +601,8 @@ def latency_rows(path, size, keys, get):
     rows = []
     label, udp = size_label(size), min(size, UDP_MAX)
 
-    def both(name, key, base, base_name, target, second, second_name, floor=None, floor_name=None):
+    def both(name, key, base, base_name, target, second, second_name, floor=None, floor_name=None,
+             floor_kind="ACK floor"):
         if key not in keys:
             return
         ours = get(path, key)
@@ -603,7 +610,7 @@ def latency_rows(path, size, keys, get):
         if second is not None:
             rows.append(Row(path, f"{name}, 2nd baseline", "us", ours, second, second_name, False, None, size))
         if floor is not None:
-            rows.append(Row(path, f"{name}, ACK floor", "us", ours, floor, floor_name, False, None, size))
+            rows.append(Row(path, f"{name}, {floor_kind}", "us", ours, floor, floor_name, False, None, size))
         rows.append(Row(path, f"{name} t_avg", "us", get(path, key, "avg"), ours, "its t_typical", False, LAT_TARGET,
                         size))
 
@@ -624,7 +631,9 @@ def latency_rows(path, size, keys, get):
     both(f"ib_read_lat {label} (round trip)", ("pt", "ib_read_lat", size), get(path, ("udp", "busy", size), "rtt"),
          f"UDP busy-poll round trip {udp} B", busy_target,
          doubled(get(path, ("qperf", "tcp_lat", size))) if ("qperf", "tcp_lat", size) in keys else None,
-         "qperf tcp_lat x 2")
+         "qperf tcp_lat x 2",
+         get(path, ("udp", "busy_roce_calls", size), "rtt") if ("udp", "busy_roce_calls", size) in keys else None,
+         f"UDP busy-poll round trip {udp} B in the backend's calls", "socket-call floor")
     for mode, flag, base in (("poll", "", "busy"), ("events", " -e", "sleep")):
         if ("rc_pp", mode, size) in keys:
             rows.append(Row(path, f"ibv_rc_pingpong{flag} {label} (round trip, mean)", "us",
