@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "emulator/core/roce_headers.hpp"
+#include "emulator/net/control_message.hpp"
 #include "emulator/net/udp_gid.hpp"
 #include "wire/ib_headers.hpp"
 #include "wire/icrc.hpp"
@@ -127,17 +128,6 @@ int configure(int fd, bool ipv4, const char*& what) {
   set_int(fd, SOL_SOCKET, SO_RCVBUFFORCE, UdpBackend::kSocketBufferBytes);
   set_int(fd, SOL_SOCKET, SO_SNDBUFFORCE, UdpBackend::kSocketBufferBytes);
   return 0;
-}
-
-// Appends one control message to `h`, whose msg_control has room for it.
-template <class T>
-void add_cmsg(msghdr& h, int level, int type, T value) {
-  auto* c = reinterpret_cast<cmsghdr*>(static_cast<char*>(h.msg_control) + h.msg_controllen);
-  c->cmsg_level = level;
-  c->cmsg_type = type;
-  c->cmsg_len = CMSG_LEN(sizeof value);
-  std::memcpy(CMSG_DATA(c), &value, sizeof value);
-  h.msg_controllen += CMSG_SPACE(sizeof value);
 }
 
 bool same_path(const core::TxPacket& a, const core::TxPacket& b) {

@@ -36,6 +36,8 @@
 #include <string_view>
 #include <vector>
 
+#include "emulator/net/control_message.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -207,16 +209,6 @@ struct Control {
   alignas(cmsghdr) char bytes[CMSG_SPACE(sizeof(int)) * 2];
 };
 
-// Appends an int control message to `h`, whose msg_control has room for it.
-void add_int_cmsg(msghdr& h, int level, int type, int value) {
-  auto* c = reinterpret_cast<cmsghdr*>(static_cast<char*>(h.msg_control) + h.msg_controllen);
-  c->cmsg_level = level;
-  c->cmsg_type = type;
-  c->cmsg_len = CMSG_LEN(sizeof value);
-  std::memcpy(CMSG_DATA(c), &value, sizeof value);
-  h.msg_controllen += CMSG_SPACE(sizeof value);
-}
-
 // The two headers of a message and its ACK-sized datagram, one buffer each, for sendmmsg or
 // recvmmsg. With --roce-calls a send names the peer and carries TOS and TTL, and a receive
 // takes the sender's address and the control messages, as the backend's calls do.
@@ -237,8 +229,8 @@ void prepare(Headers& h, std::array<iovec, 2>& iov, const Calls& calls, bool sen
       m.msg_name = const_cast<sockaddr_storage*>(&calls.peer);
       m.msg_namelen = calls.peer_len;
       const bool v4 = calls.peer.ss_family == AF_INET;
-      add_int_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TOS : IPV6_TCLASS, 0);
-      add_int_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TTL : IPV6_HOPLIMIT, 64);
+      softrdma::net::add_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TOS : IPV6_TCLASS, 0);
+      softrdma::net::add_cmsg(m, v4 ? IPPROTO_IP : IPPROTO_IPV6, v4 ? IP_TTL : IPV6_HOPLIMIT, 64);
     } else {
       m.msg_name = &h.from[i];
       m.msg_namelen = sizeof h.from[i];
