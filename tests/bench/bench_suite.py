@@ -60,6 +60,10 @@ UDP_PP_ITERS = 5000  # udp_pingpong's round trips: 3-50 us each on loopback
 PINGPONG_SIZES = [2, 4096]  # ibv_rc_pingpong's rows
 PINGPONG_ITERS = 1000  # its default
 STREAM_SIZES = [64, 65536]  # udp_pingpong --stream beside the bandwidth rows
+# udp_pingpong --roce-calls sends with DF, as the backend does, and a veth refuses a datagram
+# above its MTU; the backend never sends one (it cuts messages at the path MTU), so the floor of
+# its calls is measured only for messages that are one packet on any path.
+ROCE_CALLS_MAX = 1024
 # The issue's targets (issue 26's acceptance list).
 LAT_TARGET = ("ratio", "<=", 1.5)  # every latency row against its same-shape baseline, and t_avg/t_typical
 BUSY_TARGET_SIZES = (2, 4096)  # ib_send_lat, ib_read_lat and ibv_rc_pingpong
@@ -472,9 +476,11 @@ def plan(args):
             (("udp", "sleep", size), lambda r, p, s=size: udp_pingpong(r, p, "sleep", s)),
             (("qperf", "udp_lat", size), lambda r, p, u=min(size, UDP_MAX): qperf(r, p, "udp_lat", u)),
             (("pt", "ib_read_lat", size), lambda r, p, s=size: perftest(r, p, "ib_read_lat", s, LAT_ITERS)),
-            (("udp", "busy_roce_calls", size), lambda r, p, s=size: udp_pingpong(r, p, "busy", s, roce_calls=True)),
             (("qperf", "tcp_lat", size), lambda r, p, s=size: qperf(r, p, "tcp_lat", s)),
         ]
+        if size <= ROCE_CALLS_MAX:
+            ms.append((("udp", "busy_roce_calls", size),
+                       lambda r, p, s=size: udp_pingpong(r, p, "busy", s, roce_calls=True)))
         if size in PINGPONG_SIZES:
             ms += [(("rc_pp", "poll", size), lambda r, p, s=size: rc_pingpong(r, p, s, False)),
                    (("rc_pp", "events", size), lambda r, p, s=size: rc_pingpong(r, p, s, True))]
